@@ -1,0 +1,49 @@
+"""Typed errors with one meaning each. The HTTP layer maps them to 4xx/5xx responses."""
+
+from __future__ import annotations
+
+
+class MemstreamError(Exception):
+    """Base class. `code` is a stable machine-readable identifier."""
+
+    code = "error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidInput(MemstreamError):
+    """Bad input from a caller: nothing was written. `field` names the offending field when known."""
+
+    code = "invalid_input"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class NotFound(MemstreamError):
+    code = "not_found"
+
+
+class Conflict(MemstreamError):
+    """The request contradicts stored state (e.g. a message id reused with other content)."""
+
+    code = "conflict"
+
+
+class Unauthorized(MemstreamError):
+    code = "unauthorized"
+
+
+class JournalFenced(MemstreamError):
+    """Another journal writer opened the same journal: this writer must stop; every call fails."""
+
+    code = "journal_fenced"
+
+
+class JournalUnavailable(MemstreamError):
+    """The journal cannot be read or written right now (storage error); the call did not succeed."""
+
+    code = "journal_unavailable"

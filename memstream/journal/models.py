@@ -1,0 +1,131 @@
+"""The journal's message model and its validation rules.
+
+`NewMessage` is what a caller sends; `Message` is what the journal stores and publishes, with the
+ids of its tenancy scope, its per-thread `offset`, the journal-wide `seq` (relay order), the
+server-side `created_at` and its exact o200k `token_count`.
+
+Validation is strict and specific: every rule raises a `ValueError` naming the rule, which the API
+turns into a 422 with the field, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
+_ID_RE = re.compile(ID_PATTERN)
+
+Role = Literal["system", "user", "assistant", "tool"]
+ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
+
+
+def check_id(value: str) -> str:
+    if not _ID_RE.match(value):
+        raise ValueError(
+            "must be 1-128 characters of A-Z a-z 0-9 . _ : @ -, starting with a letter or digit"
+        )
+    return value
+
+
+Id = Annotated[str, AfterValidator(check_id)]
+
+
+class ToolCall(BaseModel):
+    """A tool call (on an assistant message) or its result (on a tool message)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: Id
+    name: str | None = Field(default=None, min_length=1, max_length=256)
+    arguments: str | None = Field(default=None, description="JSON-encoded arguments object")
+    result: str | None = None
+
+    @model_validator(mode="after")
+    def _arguments_are_json(self) -> ToolCall:
+        if self.arguments is not None:
+            try:
+                decoded = json.loads(self.arguments)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"tool_call.arguments is not valid JSON: {exc.msg}") from None
+            if not isinstance(decoded, dict):
+                raise ValueError("tool_call.arguments must encode a JSON object")
+        return self
+
+
+class NewMessage(BaseModel):
+    """A message as sent by a caller. `message_id` makes retries idempotent; give one."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    message_id: Id | None = None
+    role: Role
+    content: str = ""
+    reasoning: str | None = None
+    tool_call: ToolCall | None = None
+
+    @model_validator(mode="after")
+    def _role_rules(self) -> NewMessage:
+        tc = self.tool_call
+        if self.role in ("system", "user"):
+            if tc is not None:
+                raise ValueError(f"a {self.role} message cannot carry a tool_call")
+            if self.reasoning is not None:
+                raise ValueError(f"a {self.role} message cannot carry reasoning text")
+            if not self.content:
+                raise ValueError(f"a {self.role} message needs non-empty content")
+        elif self.role == "assistant":
+            if tc is not None:
+                if tc.name is None or tc.arguments is None:
+                    raise ValueError("an assistant tool_call needs both name and arguments")
+                if tc.result is not None:
+                    raise ValueError("an assistant tool_call cannot carry a result; send it as a tool message")
+            elif not self.content:
+                raise ValueError("an assistant message needs content or a tool_call")
+        else:  # tool
+            if tc is None:
+                raise ValueError("a tool message needs a tool_call with its id and result")
+            if tc.result is None:
+                raise ValueError("a tool message needs tool_call.result")
+            if self.reasoning is not None:
+                raise ValueError("a tool message cannot carry reasoning text")
+        return self
+
+
+class ThreadRef(BaseModel):
+    """The full tenancy scope of a thread: every journal read and write names one."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    environment: str
+    account_id: Id
+    thread_id: Id
+
+
+class Message(BaseModel):
+    """A durable journal entry, as stored and as published on the journal topic."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    message_id: Id
+    environment: str
+    account_id: Id
+    agent_id: Id
+    user_id: Id | None
+    thread_id: Id
+    offset: int = Field(ge=0, description="per-thread, 0-based, gap-free, increasing")
+    seq: int = Field(ge=1, description="journal-wide append sequence (relay order)")
+    role: Role
+    content: str
+    reasoning: str | None = None
+    tool_call: ToolCall | None = None
+    created_at: datetime
+    token_count: int = Field(ge=0)
+
+    @property
+    def thread(self) -> ThreadRef:
+        return ThreadRef(environment=self.environment, account_id=self.account_id, thread_id=self.thread_id)

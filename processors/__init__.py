@@ -1,0 +1,1 @@
+"""The processors' logic: consumers of the journal and derived topics, free of I/O where possible."""

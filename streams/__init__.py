@@ -1,0 +1,1 @@
+"""Topics (declared in topics.yaml), event schemas and the processor topology/runtime."""
