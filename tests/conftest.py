@@ -1,0 +1,164 @@
+"""Shared fixtures: real embedded servers for the whole session, isolated names for every test.
+
+- Tier 1 (default): Tansu broker, PostgreSQL and Redis from the pip wheels.
+- Tier 2 (`--kafka`, or `scripts/test --kafka`): tests using the `broker` fixture also run against a
+  real Apache Kafka (KRaft) broker started from Maven Central jars (scripts/kafka_broker.py).
+
+Every test gets a random topic prefix (so random topic names and consumer groups) and its own
+Postgres database, so tests never share state.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from memstream.config import Settings
+from memstream.embedded import services
+from memstream.embedded.process import ManagedProcess, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--kafka",
+        action="store_true",
+        help="also run the broker-parametrised tests against a real Apache Kafka broker (tier 2)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--kafka"):
+        return
+    kafka = [item for item in items if item.get_closest_marker("kafka")]
+    if kafka:
+        config.hook.pytest_deselected(items=kafka)
+        items[:] = [item for item in items if not item.get_closest_marker("kafka")]
+        config._memstream_kafka_deselected = len(kafka)  # type: ignore[attr-defined]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    count = getattr(config, "_memstream_kafka_deselected", 0)
+    if count:
+        terminalreporter.write_line(
+            f"{count} tests of the real Apache Kafka tier were not run: run them with `scripts/test --kafka`."
+        )
+
+
+@dataclass
+class EmbeddedStack:
+    data_dir: Path
+    broker: str
+    postgres_port: int
+    redis_port: int
+
+    def postgres_dsn(self, database: str = "postgres") -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.postgres_port}/{database}"
+
+    @property
+    def redis_url(self) -> str:
+        return f"redis://127.0.0.1:{self.redis_port}/0"
+
+
+@pytest.fixture(scope="session")
+def embedded_stack() -> Iterator[EmbeddedStack]:
+    """The real embedded servers, started once per test session on free ports."""
+    data_dir = Path(tempfile.mkdtemp(prefix="memstream-test-", dir="/tmp"))
+    broker_port, pg_port, redis_port = free_port(), free_port(), free_port()
+    procs: list[ManagedProcess] = [
+        services.broker_process(data_dir, broker_port),
+        services.postgres_process(data_dir, pg_port),
+        services.redis_process(data_dir, redis_port),
+    ]
+    started: list[ManagedProcess] = []
+    try:
+        for proc in procs:
+            proc.start()
+            started.append(proc)
+        yield EmbeddedStack(data_dir, f"127.0.0.1:{broker_port}", pg_port, redis_port)
+    finally:
+        for proc in reversed(started):
+            proc.stop(sig=services.POSTGRES_STOP_SIGNAL if proc.name == "postgres" else 15)
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> Iterator[str]:
+    """A real Apache Kafka broker (tier 2), started on first use."""
+    from kafka_broker import KafkaBroker  # scripts/kafka_broker.py
+
+    broker = KafkaBroker(Path(tempfile.mkdtemp(prefix="memstream-kafka-", dir="/tmp")))
+    broker.start()
+    try:
+        yield broker.bootstrap
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def tansu_bootstrap(embedded_stack: EmbeddedStack) -> str:
+    return embedded_stack.broker
+
+
+@pytest.fixture(params=["tansu", pytest.param("kafka", marks=pytest.mark.kafka)])
+def broker(request: pytest.FixtureRequest) -> str:
+    """Bootstrap servers of each broker tier: Tansu always, real Apache Kafka with --kafka."""
+    if request.param == "tansu":
+        return str(request.getfixturevalue("tansu_bootstrap"))
+    return str(request.getfixturevalue("kafka_bootstrap"))
+
+
+@pytest.fixture
+def topic_prefix() -> str:
+    return f"t{uuid.uuid4().hex[:10]}."
+
+
+@pytest.fixture
+def pg_dsn(embedded_stack: EmbeddedStack) -> Iterator[str]:
+    """A fresh, empty database on the embedded PostgreSQL server, dropped after the test."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    psql = [
+        str(services.postgres_bin_dir() / "psql"),
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(embedded_stack.postgres_port),
+        "-U",
+        "postgres",
+        "-d",
+        "postgres",
+        "-qc",
+    ]
+    subprocess.run([*psql, f'CREATE DATABASE "{name}"'], check=True, capture_output=True)
+    try:
+        yield embedded_stack.postgres_dsn(name)
+    finally:
+        subprocess.run([*psql, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'], capture_output=True)
+
+
+@pytest.fixture
+def redis_url(embedded_stack: EmbeddedStack) -> str:
+    return embedded_stack.redis_url
+
+
+@pytest.fixture
+def settings(
+    tmp_path: Path, tansu_bootstrap: str, pg_dsn: str, redis_url: str, topic_prefix: str
+) -> Settings:
+    """Settings pointing at the embedded test servers, with isolated data dir, database and topics."""
+    return Settings(
+        data_dir=tmp_path / "data",
+        environment="test",
+        topic_prefix=topic_prefix,
+        broker_url=f"kafka://{tansu_bootstrap}",
+        postgres_dsn=pg_dsn,
+        redis_url=redis_url,
+    )
