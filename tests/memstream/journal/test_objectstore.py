@@ -1,0 +1,119 @@
+"""Journal URLs: local directories and a real S3 API (moto's server on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3  # type: ignore[import-untyped]
+import pytest
+from moto.server import ThreadedMotoServer
+from pydantic import SecretStr
+
+from memstream.config import S3Settings
+from memstream.errors import JournalFenced
+from memstream.journal import SlateJournal
+from memstream.journal.objectstore import build_object_store
+
+from .helpers import thread, user
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3(s3_endpoint: str) -> tuple[str, S3Settings]:
+    """A fresh bucket and settings to reach it."""
+    bucket = f"journal-{uuid.uuid4().hex[:12]}"
+    settings = S3Settings(
+        endpoint=s3_endpoint,
+        region="us-east-1",
+        access_key_id="test",
+        secret_access_key=SecretStr("test"),
+        allow_http=True,
+    )
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3_endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    )
+    client.create_bucket(Bucket=bucket)
+    return bucket, settings
+
+
+async def test_append_reopen_and_read_through_s3(s3: tuple[str, S3Settings]) -> None:
+    bucket, settings = s3
+    url = f"s3://{bucket}/journal"
+    journal = await SlateJournal.open(url, s3=settings)
+    written = await journal.append(thread(), "a", None, [user("on s3", "m1"), user("second")])
+    await journal.set_cursor("relay", 1)
+    await journal.close()
+
+    reopened = await SlateJournal.open(url, s3=settings)
+    try:
+        assert await reopened.last(thread(), 10) == written
+        assert await reopened.read_from_seq(0, 10) == written
+        assert await reopened.get_cursor("relay") == 1
+        assert (await reopened.append(thread(), "a", None, [user("third")]))[0].seq == 3
+    finally:
+        await reopened.close()
+
+    keys = boto3.client(
+        "s3",
+        endpoint_url=settings.endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    ).list_objects_v2(Bucket=bucket)["Contents"]
+    assert keys and all(obj["Key"].startswith("journal/") for obj in keys)
+
+
+async def test_fencing_through_s3(s3: tuple[str, S3Settings]) -> None:
+    bucket, settings = s3
+    url = f"s3://{bucket}/fenced"
+    first = await SlateJournal.open(url, s3=settings)
+    await first.append(thread(), "a", None, [user("first")])
+    second = await SlateJournal.open(url, s3=settings)
+    try:
+        with pytest.raises(JournalFenced):
+            await first.append(thread(), "a", None, [user("lost")])
+        assert [m.content for m in await second.after(thread(), -1)] == ["first"]
+        await first.close()
+    finally:
+        await second.close()
+
+
+def test_local_url_creates_the_directory(tmp_path: Path) -> None:
+    target = tmp_path / "a" / "b"
+    assert build_object_store(f"file://{target}").db_path == ""
+    assert target.is_dir()
+
+
+def test_s3_url_gives_the_prefix_as_db_path() -> None:
+    assert build_object_store("s3://bucket/some/prefix/").db_path == "some/prefix"
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("relative/dir", "must start with"),
+        ("http://example.com/x", "must start with"),
+        ("file://relative/dir", "names host"),
+        ("file:///tmp/x?mode=1", "query"),
+        ("s3:///prefix", "must name a bucket"),
+    ],
+)
+def test_bad_urls_are_refused(url: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        build_object_store(url)
