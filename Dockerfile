@@ -1,7 +1,7 @@
 # memstream's production image: the same package as the embedded default.
 FROM python:3.11-slim
 WORKDIR /app
-COPY pyproject.toml README.md topics.yaml ./
+COPY pyproject.toml README.md ./
 COPY memstream ./memstream
 COPY streams ./streams
 COPY processors ./processors

@@ -70,7 +70,9 @@ def status(as_json: bool) -> None:
     settings = load_settings()
     state, checks = status_checks(settings)
     if as_json:
-        click.echo(json.dumps({"state": state, "checks": [c.__dict__ for c in checks]}, indent=2, default=str))
+        click.echo(
+            json.dumps({"state": state, "checks": [c.__dict__ for c in checks]}, indent=2, default=str)
+        )
     else:
         if state is None:
             click.echo(f"no stack started by `memstream up` on {settings.data_path}")
@@ -95,6 +97,19 @@ def doctor() -> None:
     failed = [c for c in checks if not c.ok]
     click.echo(f"\n{len(checks) - len(failed)} ok, {len(failed)} to fix" if failed else "\nall checks passed")
     sys.exit(1 if failed else 0)
+
+
+@main.command()
+def init() -> None:
+    """Prepare configured services: Postgres schema and the declared topics (idempotent)."""
+    from memstream.embedded.bootstrap import migrate_schema
+    from streams.admin import apply_topics
+    from streams.topics import load_topics
+
+    settings = load_settings()
+    applied = asyncio.run(migrate_schema(settings))
+    click.echo(f"postgres schema: {applied} migration(s) applied")
+    click.echo(apply_topics(settings, load_topics()).render())
 
 
 @main.command("config")

@@ -55,7 +55,9 @@ def fetch(version: str = KAFKA_VERSION) -> Path:
     work = lib.parent
     work.mkdir(parents=True, exist_ok=True)
     (work / "pom.xml").write_text(_POM.format(version=version))
-    print(f"fetching Apache Kafka {version} jars from Maven Central into {lib} ...", file=sys.stderr, flush=True)
+    print(
+        f"fetching Apache Kafka {version} jars from Maven Central into {lib} ...", file=sys.stderr, flush=True
+    )
     subprocess.run(
         [
             "mvn",
@@ -153,7 +155,10 @@ class KafkaBroker:
         )
         log = (self.data_dir / "broker.log").open("ab")
         self.proc = subprocess.Popen(
-            self._java("kafka.Kafka", str(config)), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            self._java("kafka.Kafka", str(config)),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         log.close()
         deadline = time.monotonic() + timeout
@@ -188,7 +193,9 @@ class KafkaBroker:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("fetch", help="download the broker jars")
     run = sub.add_parser("run", help="run a broker in the foreground")

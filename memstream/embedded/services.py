@@ -94,7 +94,9 @@ def _pg_user() -> str | None:
     try:
         pwd.getpwnam(PG_OS_USER)
     except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", PG_OS_USER], check=True, capture_output=True)
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", PG_OS_USER], check=True, capture_output=True
+        )
     return PG_OS_USER
 
 

@@ -115,7 +115,7 @@ class Supervisor:
         s = self.settings
         s.data_path.mkdir(parents=True, exist_ok=True)
         wanted = s.uses_embedded_services
-        makers = {
+        makers: dict[str, Callable[[], ManagedProcess]] = {
             "broker": lambda: services.broker_process(s.data_path, s.ports.broker),
             "postgres": lambda: services.postgres_process(s.data_path, s.ports.postgres),
             "redis": lambda: services.redis_process(s.data_path, s.ports.redis),
@@ -145,7 +145,9 @@ class Supervisor:
         s = self.settings
         from memstream.config import mask_url
 
-        return {"broker": s.broker_bootstrap, "postgres": mask_url(s.postgres), "redis": mask_url(s.redis)}[name]
+        return {"broker": s.broker_bootstrap, "postgres": mask_url(s.postgres), "redis": mask_url(s.redis)}[
+            name
+        ]
 
     def _prepare_node(self) -> None:
         """Schema and a first API key, so a newcomer can call the API right away."""
@@ -166,7 +168,9 @@ class Supervisor:
             "data_dir": str(s.data_path),
             "api": f"http://{s.api_host}:{s.api_port}",
             "services": {
-                p.name: {"pid": p.pid, "log": str(p.log_path)} for p in [*self.services, *([self.node] or [])] if p
+                p.name: {"pid": p.pid, "log": str(p.log_path)}
+                for p in [*self.services, *([self.node] or [])]
+                if p
             },
             "config": s.describe(),
         }
@@ -185,7 +189,8 @@ class Supervisor:
             for proc in self.services:
                 if not proc.alive():
                     raise ServiceError(
-                        f"embedded {proc.name} exited unexpectedly; its log is {proc.log_path}:\n{proc.log_tail()}"
+                        f"embedded {proc.name} exited unexpectedly; its log is {proc.log_path}:\n"
+                        f"{proc.log_tail()}"
                     )
             if self.node is not None and not self.node.alive():
                 self._restart_node()

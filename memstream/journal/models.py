@@ -26,9 +26,7 @@ ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
 
 def check_id(value: str) -> str:
     if not _ID_RE.match(value):
-        raise ValueError(
-            "must be 1-128 characters of A-Z a-z 0-9 . _ : @ -, starting with a letter or digit"
-        )
+        raise ValueError("must be 1-128 characters of A-Z a-z 0-9 . _ : @ -, starting with a letter or digit")
     return value
 
 
@@ -83,7 +81,9 @@ class NewMessage(BaseModel):
                 if tc.name is None or tc.arguments is None:
                     raise ValueError("an assistant tool_call needs both name and arguments")
                 if tc.result is not None:
-                    raise ValueError("an assistant tool_call cannot carry a result; send it as a tool message")
+                    raise ValueError(
+                        "an assistant tool_call cannot carry a result; send it as a tool message"
+                    )
             elif not self.content:
                 raise ValueError("an assistant message needs content or a tool_call")
         else:  # tool

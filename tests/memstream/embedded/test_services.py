@@ -24,5 +24,7 @@ def test_port_taken_is_a_clear_error(tmp_path: Path) -> None:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         port = sock.getsockname()[1]
-        with pytest.raises(ServiceError, match=rf"port 127.0.0.1:{port} is already in use.*MEMSTREAM_PORTS__REDIS"):
+        with pytest.raises(
+            ServiceError, match=rf"port 127.0.0.1:{port} is already in use.*MEMSTREAM_PORTS__REDIS"
+        ):
             services.redis_process(tmp_path, port)
