@@ -1,0 +1,1 @@
+"""PostgreSQL adapters: the connection pool, the schema migrations, threads and API keys."""

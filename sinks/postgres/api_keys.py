@@ -1,0 +1,98 @@
+"""The `api_keys` table: one row per issued key, holding only the SHA-256 of the key.
+
+Every statement names the environment; lookups by hash are exact-match on a unique index.
+The key logic (format, hashing, verification rules) lives in `memstream.auth`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+_COLUMNS = "key_id, environment, account_id, prefix, label, created_at, revoked_at"
+
+
+@dataclass(frozen=True)
+class ApiKeyRecord:
+    key_id: str
+    environment: str
+    account_id: str
+    prefix: str
+    label: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+    @property
+    def revoked(self) -> bool:
+        return self.revoked_at is not None
+
+
+def _record(row: Any) -> ApiKeyRecord:
+    return ApiKeyRecord(
+        key_id=row["key_id"],
+        environment=row["environment"],
+        account_id=row["account_id"],
+        prefix=row["prefix"],
+        label=row["label"],
+        created_at=row["created_at"],
+        revoked_at=row["revoked_at"],
+    )
+
+
+async def insert_key(
+    pool: asyncpg.Pool,
+    *,
+    key_id: str,
+    environment: str,
+    account_id: str,
+    key_hash: bytes,
+    prefix: str,
+    label: str,
+) -> ApiKeyRecord:
+    row = await pool.fetchrow(
+        f"""INSERT INTO api_keys (key_id, environment, account_id, key_hash, prefix, label)
+            VALUES ($1, $2, $3, $4, $5, $6) RETURNING {_COLUMNS}""",
+        key_id,
+        environment,
+        account_id,
+        key_hash,
+        prefix,
+        label,
+    )
+    return _record(row)
+
+
+async def find_by_hash(pool: asyncpg.Pool, key_hash: bytes, *, environment: str) -> ApiKeyRecord | None:
+    """The key with this hash in `environment` (revoked or not), or None."""
+    row = await pool.fetchrow(
+        f"SELECT {_COLUMNS} FROM api_keys WHERE environment = $1 AND key_hash = $2",
+        environment,
+        key_hash,
+    )
+    return None if row is None else _record(row)
+
+
+async def list_keys(pool: asyncpg.Pool, *, environment: str, account_id: str) -> list[ApiKeyRecord]:
+    """Every key of one account, oldest first."""
+    rows = await pool.fetch(
+        f"""SELECT {_COLUMNS} FROM api_keys WHERE environment = $1 AND account_id = $2
+            ORDER BY created_at, key_id""",
+        environment,
+        account_id,
+    )
+    return [_record(row) for row in rows]
+
+
+async def revoke_key(pool: asyncpg.Pool, *, environment: str, account_id: str, key_id: str) -> bool:
+    """Mark a key revoked (idempotent). False when the account has no such key."""
+    result = await pool.fetchval(
+        """UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
+           WHERE environment = $1 AND account_id = $2 AND key_id = $3 RETURNING key_id""",
+        environment,
+        account_id,
+        key_id,
+    )
+    return result is not None

@@ -1,0 +1,122 @@
+"""The `threads` table behind `memstream.threads.ThreadStore`.
+
+Every statement filters on the full key (environment, account_id, thread_id): there is no query
+that could return another account's or another environment's thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import asyncpg
+
+from memstream.threads import Thread
+
+_COLUMNS = "environment, account_id, thread_id, agent_id, user_id, metadata, created_at, updated_at"
+_KEY = "environment = $1 AND account_id = $2 AND thread_id = $3"
+
+
+def _thread(row: Any) -> Thread:
+    return Thread(
+        environment=row["environment"],
+        account_id=row["account_id"],
+        thread_id=row["thread_id"],
+        agent_id=row["agent_id"],
+        user_id=row["user_id"],
+        metadata=row["metadata"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+class PostgresThreadStore:
+    """Threads in PostgreSQL (pool from `sinks.postgres.pool.create_pool`, schema from `migrate`)."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def get(self, environment: str, account_id: str, thread_id: str) -> Thread | None:
+        row = await self._pool.fetchrow(
+            f"SELECT {_COLUMNS} FROM threads WHERE {_KEY}", environment, account_id, thread_id
+        )
+        return None if row is None else _thread(row)
+
+    async def upsert(
+        self,
+        environment: str,
+        account_id: str,
+        thread_id: str,
+        agent_id: str,
+        user_id: str | None,
+        metadata: dict[str, Any],
+    ) -> tuple[Thread, bool]:
+        async with self._pool.acquire() as conn:
+            row = await conn.fetchrow(
+                f"""INSERT INTO threads AS t (environment, account_id, thread_id, agent_id, user_id, metadata)
+                    VALUES ($1, $2, $3, $4, $5, $6)
+                    ON CONFLICT (environment, account_id, thread_id) DO UPDATE
+                        SET metadata = EXCLUDED.metadata, updated_at = now()
+                        WHERE t.agent_id = EXCLUDED.agent_id
+                          AND t.user_id IS NOT DISTINCT FROM EXCLUDED.user_id
+                    RETURNING {_COLUMNS}, (xmax = 0) AS inserted""",
+                environment,
+                account_id,
+                thread_id,
+                agent_id,
+                user_id,
+                metadata,
+            )
+            if row is not None:
+                return _thread(row), bool(row["inserted"])
+            # The thread exists with another agent/user: nothing was written; report what is stored.
+            existing = await conn.fetchrow(
+                f"SELECT {_COLUMNS} FROM threads WHERE {_KEY}", environment, account_id, thread_id
+            )
+            return _thread(existing), False
+
+    @asynccontextmanager
+    async def creating(
+        self, environment: str, account_id: str, thread_id: str, agent_id: str, user_id: str | None
+    ) -> AsyncIterator[Thread]:
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(
+                f"""INSERT INTO threads (environment, account_id, thread_id, agent_id, user_id)
+                    VALUES ($1, $2, $3, $4, $5)
+                    ON CONFLICT (environment, account_id, thread_id) DO NOTHING
+                    RETURNING {_COLUMNS}""",
+                environment,
+                account_id,
+                thread_id,
+                agent_id,
+                user_id,
+            )
+            if row is None:
+                row = await conn.fetchrow(
+                    f"SELECT {_COLUMNS} FROM threads WHERE {_KEY}", environment, account_id, thread_id
+                )
+            yield _thread(row)
+
+    async def update_metadata(
+        self,
+        environment: str,
+        account_id: str,
+        thread_id: str,
+        update: Callable[[dict[str, Any]], dict[str, Any]],
+    ) -> Thread | None:
+        async with self._pool.acquire() as conn, conn.transaction():
+            current = await conn.fetchval(
+                f"SELECT metadata FROM threads WHERE {_KEY} FOR UPDATE", environment, account_id, thread_id
+            )
+            if current is None:
+                return None
+            row = await conn.fetchrow(
+                f"""UPDATE threads SET metadata = $4, updated_at = now() WHERE {_KEY}
+                    RETURNING {_COLUMNS}""",
+                environment,
+                account_id,
+                thread_id,
+                update(current),
+            )
+            return _thread(row)
