@@ -1,0 +1,51 @@
+"""`create_app(deps)`: the FastAPI application. It does no I/O at startup; `deps` are injected."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+import memstream
+from memstream.api.deps import ApiDeps
+from memstream.api.errors import install_error_handlers
+from memstream.api.routes.context import context_router
+from memstream.api.routes.health import health_router
+from memstream.api.routes.messages import messages_router
+from memstream.api.routes.threads import threads_router
+
+DESCRIPTION = """
+Memory for AI agents. Append every message of every thread; get each turn's context back.
+
+**Authentication**: every `/v1` call needs `Authorization: Bearer msk_...`. A key belongs to one
+account; everything you read or write is scoped to that account (and the server's environment).
+Thread ids are yours: two accounts using the same id have two separate threads.
+
+**Errors** always look like `{"error": {"code": "...", "message": "...", "field": "..."}}`
+(`field` when one input field is at fault). Invalid input writes nothing.
+
+**Durability**: an append answers 201 only after the messages are durable. Give every message a
+`message_id` and retry on 503 or network errors: a retry returns the same stored messages.
+"""
+
+TAGS = [
+    {"name": "threads", "description": "Threads, their owner (agent, user) and metadata."},
+    {"name": "messages", "description": "The durable journal of a thread's messages."},
+    {"name": "context", "description": "What the model sees at the start of a turn."},
+    {"name": "health", "description": "Probes for orchestrators."},
+]
+
+
+def create_app(deps: ApiDeps) -> FastAPI:
+    """The API over `deps` (whose owner opens and closes them; see `memstream.api.deps`)."""
+    app = FastAPI(
+        title="memstream",
+        version=memstream.__version__,
+        description=DESCRIPTION,
+        openapi_tags=TAGS,
+    )
+    app.state.deps = deps
+    install_error_handlers(app)
+    app.include_router(health_router(deps))
+    app.include_router(threads_router(deps))
+    app.include_router(messages_router(deps))
+    app.include_router(context_router(deps))
+    return app

@@ -1,0 +1,168 @@
+"""One JSON error shape for every failure: `{"error": {"code", "message", "field"?, "details"?}}`.
+
+Typed errors map to statuses: InvalidInput 422 (with its field), NotFound 404, Conflict 409,
+Unauthorized 401 (with `WWW-Authenticate: Bearer`), JournalFenced / JournalUnavailable /
+SummaryUnavailable 503. Request validation errors (bad JSON, wrong types, message rules) are
+422 `invalid_input` naming the first offending field (`messages[0].content`); `details` lists
+every problem when there are several. Unexpected exceptions are 500 `internal_error` without
+internals in the body.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from memstream.errors import (
+    Conflict,
+    InvalidInput,
+    JournalFenced,
+    JournalUnavailable,
+    MemstreamError,
+    NotFound,
+    Unauthorized,
+)
+from memstream.summaries import SummaryUnavailable
+
+log = logging.getLogger(__name__)
+
+_STATUS: tuple[tuple[type[MemstreamError], int], ...] = (
+    (InvalidInput, 422),
+    (NotFound, 404),
+    (Conflict, 409),
+    (Unauthorized, 401),
+    (JournalFenced, 503),
+    (JournalUnavailable, 503),
+    (SummaryUnavailable, 503),
+)
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized", 413: "payload_too_large"}
+_LOCATIONS = {"body", "path", "query", "header", "cookie"}
+
+
+class FieldProblem(BaseModel):
+    field: str | None = None
+    message: str
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    field: str | None = None
+    details: list[FieldProblem] | None = None
+
+
+class ErrorResponse(BaseModel):
+    """The body of every error response."""
+
+    error: ErrorDetail
+
+
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    *,
+    field: str | None = None,
+    details: list[FieldProblem] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body = ErrorResponse(error=ErrorDetail(code=code, message=message, field=field, details=details))
+    return JSONResponse(body.model_dump(mode="json", exclude_none=True), status_code=status, headers=headers)
+
+
+def status_of(exc: MemstreamError) -> int:
+    for kind, status in _STATUS:
+        if isinstance(exc, kind):
+            return status
+    return 500
+
+
+def field_path(loc: Sequence[int | str]) -> str | None:
+    """`("body", "messages", 0, "content")` -> `messages[0].content`."""
+    parts = list(loc)
+    if parts and parts[0] in _LOCATIONS:
+        parts = parts[1:]
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or None
+
+
+def _problem(err: dict[str, Any]) -> FieldProblem:
+    loc = err.get("loc", ())
+    kind = err.get("type", "")
+    if kind == "json_invalid":
+        reason = (err.get("ctx") or {}).get("error", "malformed JSON")
+        return FieldProblem(message=f"the request body is not valid JSON: {reason}")
+    field = field_path(loc)
+    if field is None and kind == "missing":
+        return FieldProblem(message="a JSON request body is required")
+    msg = str(err.get("msg", "invalid value"))
+    for noise in ("Value error, ", "Assertion failed, "):
+        msg = msg.removeprefix(noise)
+    return FieldProblem(field=field, message=f"{field}: {msg}" if field else msg)
+
+
+async def _memstream_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, MemstreamError)
+    status = status_of(exc)
+    if status >= 500:
+        log.warning("%s %s failed: %s: %s", request.method, request.url.path, exc.code, exc.message)
+    field = exc.field if isinstance(exc, InvalidInput) else None
+    headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
+    return error_response(status, exc.code, exc.message, field=field, headers=headers)
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    problems = [_problem(dict(err)) for err in exc.errors()] or [FieldProblem(message="invalid request")]
+    first = problems[0]
+    return error_response(
+        422,
+        InvalidInput.code,
+        first.message,
+        field=first.field,
+        details=problems if len(problems) > 1 else None,
+    )
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    message = str(exc.detail)
+    if exc.status_code == 404 and message == "Not Found":
+        message = f"no route {request.method} {request.url.path}: see /docs"
+    return error_response(exc.status_code, code, message, headers=dict(exc.headers or {}) or None)
+
+
+async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("%s %s failed unexpectedly", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal_error", "internal server error; the failure was logged")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(MemstreamError, _memstream_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected_error)
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses=` entries documenting the error shape for these statuses."""
+    descriptions = {
+        401: "Missing, malformed, unknown or revoked API key.",
+        404: "No such thread in the caller's account.",
+        409: "The request contradicts the stored thread (agent_id/user_id never change) or a message_id "
+        "was reused with other content.",
+        422: "Invalid input; `field` names the offending field. Nothing was written.",
+        503: "The journal (or summary store) is unavailable or fenced; the call did not succeed. Retry "
+        "appends with the same message_ids.",
+    }
+    return {status: {"model": ErrorResponse, "description": descriptions[status]} for status in statuses}

@@ -1,0 +1,1 @@
+"""Routers of the HTTP API, each built over the injected `ApiDeps`."""

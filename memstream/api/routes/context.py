@@ -1,0 +1,36 @@
+"""`/v1/threads/{thread_id}/context`: the messages to send the model this turn."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+
+from memstream.api.deps import ApiDeps
+from memstream.api.errors import error_responses
+from memstream.api.routes.params import ThreadIdPath
+from memstream.api.security import principal_dependency
+from memstream.auth import Principal
+from memstream.context import Context
+
+
+def context_router(deps: ApiDeps) -> APIRouter:
+    router = APIRouter(prefix="/v1/threads", tags=["context"])
+    # Local alias: route modules do not use `from __future__ import annotations`, because FastAPI
+    # must resolve this closure-local annotation at runtime.
+    Caller = Annotated[Principal, Depends(principal_dependency(deps))]
+
+    @router.get(
+        "/{thread_id}/context",
+        response_model=Context,
+        response_model_exclude_none=True,
+        summary="Get the context for the next turn",
+        responses=error_responses(401, 404, 422, 503),
+    )
+    async def get_context(thread_id: ThreadIdPath, caller: Caller) -> Context:
+        """An OpenAI-style `messages` list: the pinned-facts system message (when there are pinned
+        facts), the summary system message (`Previous conversation summary: ...`, when a summary
+        exists), then the last min(20, `metadata.config.max_working_memory_messages`) messages read
+        straight from the journal. `metadata` tells the window size used, the summary version, the
+        pinned count and the total token count. No cache, no fallback: 503 when the journal fails."""
+        return await deps.context_reader.get_context(caller, thread_id)
+
+    return router

@@ -1,0 +1,52 @@
+"""`/healthz` (liveness: the process answers) and `/readyz` (Postgres and the journal answer)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from memstream.api.deps import ApiDeps
+from memstream.api.schemas import CheckResult, Liveness, Readiness
+
+
+def health_router(deps: ApiDeps) -> APIRouter:
+    router = APIRouter(tags=["health"])
+
+    async def check(call: Awaitable[Any]) -> CheckResult:
+        try:
+            await asyncio.wait_for(call, timeout=deps.readiness_timeout_s)
+        except TimeoutError:
+            return CheckResult(ok=False, error=f"no answer within {deps.readiness_timeout_s} s")
+        except Exception as exc:
+            return CheckResult(ok=False, error=f"{type(exc).__name__}: {exc}")
+        return CheckResult(ok=True)
+
+    @router.get("/healthz", response_model=Liveness, summary="Liveness")
+    async def healthz() -> Liveness:
+        """Answers 200 while the process serves requests; checks nothing else."""
+        return Liveness()
+
+    @router.get(
+        "/readyz",
+        response_model=Readiness,
+        summary="Readiness",
+        responses={503: {"model": Readiness, "description": "Postgres or the journal does not answer."}},
+    )
+    async def readyz() -> JSONResponse:
+        """200 when Postgres answers `SELECT 1` and the journal answers `last_seq()`; 503 otherwise,
+        with the failing check's error."""
+        postgres, journal = await asyncio.gather(
+            check(deps.pool.fetchval("SELECT 1")), check(deps.journal.last_seq())
+        )
+        checks = {"postgres": postgres, "journal": journal}
+        ready = all(result.ok for result in checks.values())
+        body = Readiness(status="ready" if ready else "unavailable", checks=checks)
+        return JSONResponse(
+            body.model_dump(mode="json", exclude_none=True), status_code=200 if ready else 503
+        )
+
+    return router

@@ -1,0 +1,69 @@
+"""`/v1/threads/{thread_id}`: create/replace (PUT), read (GET), merge metadata (PATCH)."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Response, status
+
+from memstream.api.deps import ApiDeps
+from memstream.api.errors import error_responses
+from memstream.api.routes.params import ThreadIdPath
+from memstream.api.schemas import PatchThreadRequest, PutThreadRequest, ThreadResponse
+from memstream.api.security import principal_dependency
+from memstream.auth import Principal
+
+
+def threads_router(deps: ApiDeps) -> APIRouter:
+    router = APIRouter(prefix="/v1/threads", tags=["threads"])
+    # Local alias: route modules do not use `from __future__ import annotations`, because FastAPI
+    # must resolve this closure-local annotation at runtime.
+    Caller = Annotated[Principal, Depends(principal_dependency(deps))]
+
+    @router.put(
+        "/{thread_id}",
+        response_model=ThreadResponse,
+        status_code=status.HTTP_200_OK,
+        summary="Create a thread or replace its metadata",
+        responses={
+            201: {"model": ThreadResponse, "description": "The thread was created."},
+            **error_responses(401, 409, 422),
+        },
+    )
+    async def put_thread(
+        thread_id: ThreadIdPath, body: PutThreadRequest, caller: Caller, response: Response
+    ) -> ThreadResponse:
+        """Upsert: creates the thread (201) or replaces its metadata (200).
+
+        `agent_id` and `user_id` of an existing thread never change: a PUT naming others is 409
+        (omitting `user_id` means "no user"). Use PATCH to change part of the metadata.
+        """
+        thread, created = await deps.threads.put(
+            caller, thread_id, agent_id=body.agent_id, user_id=body.user_id, metadata=body.metadata
+        )
+        if created:
+            response.status_code = status.HTTP_201_CREATED
+        return ThreadResponse.of(thread)
+
+    @router.get(
+        "/{thread_id}",
+        response_model=ThreadResponse,
+        summary="Read a thread",
+        responses=error_responses(401, 404, 422),
+    )
+    async def get_thread(thread_id: ThreadIdPath, caller: Caller) -> ThreadResponse:
+        """The thread with this id in the caller's account."""
+        return ThreadResponse.of(await deps.threads.get(caller, thread_id))
+
+    @router.patch(
+        "/{thread_id}",
+        response_model=ThreadResponse,
+        summary="Merge into a thread's metadata",
+        responses=error_responses(401, 404, 422),
+    )
+    async def patch_thread(
+        thread_id: ThreadIdPath, body: PatchThreadRequest, caller: Caller
+    ) -> ThreadResponse:
+        """JSON Merge Patch of `metadata`: nested objects merge, `null` removes a key. The merged
+        metadata must be valid (size, `config.max_working_memory_messages` 1..20) or nothing changes."""
+        return ThreadResponse.of(await deps.threads.patch_metadata(caller, thread_id, body.metadata))
+
+    return router

@@ -1,0 +1,159 @@
+"""Request and response bodies of the HTTP API (with the examples shown at /docs)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, WithJsonSchema
+
+from memstream.journal.models import Id, Message, NewMessage
+from memstream.threads import MAX_METADATA_BYTES, MAX_WINDOW_MESSAGES, Thread
+
+JsonObject = Annotated[
+    Any,
+    WithJsonSchema(
+        {
+            "type": "object",
+            "description": f"A JSON object of at most {MAX_METADATA_BYTES} bytes. memstream reads "
+            f"`config.max_working_memory_messages` (integer 1..{MAX_WINDOW_MESSAGES}): it lowers the "
+            f"{MAX_WINDOW_MESSAGES}-message context window.",
+        }
+    ),
+]
+
+_THREAD_EXAMPLE: dict[str, JsonValue] = {
+    "agent_id": "support-bot",
+    "user_id": "user-42",
+    "metadata": {"channel": "web", "config": {"max_working_memory_messages": 10}},
+}
+
+
+class PutThreadRequest(BaseModel):
+    """Create a thread or replace its metadata. agent_id and user_id of an existing thread cannot change."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [_THREAD_EXAMPLE]})
+
+    agent_id: Id
+    user_id: Id | None = Field(default=None, description="omit for threads without a user")
+    metadata: JsonObject = Field(default_factory=dict, description="replaces the stored metadata")
+
+
+class PatchThreadRequest(BaseModel):
+    """Merge into the metadata (JSON Merge Patch: objects merge, `null` removes a key)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"metadata": {"config": {"max_working_memory_messages": 5}, "tag": None}}]
+        },
+    )
+
+    metadata: JsonObject
+
+
+class ThreadResponse(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "thread_id": "conv-2026-001",
+                    "environment": "prod",
+                    "account_id": "acme",
+                    **_THREAD_EXAMPLE,
+                    "window_size": 10,
+                    "created_at": "2026-11-29T10:00:00Z",
+                    "updated_at": "2026-11-29T10:05:00Z",
+                }
+            ]
+        }
+    )
+
+    thread_id: str
+    environment: str
+    account_id: str
+    agent_id: str
+    user_id: str | None
+    metadata: dict[str, Any]
+    window_size: int = Field(description="messages in the context window: min(20, the configured limit)")
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, thread: Thread) -> ThreadResponse:
+        return cls(
+            thread_id=thread.thread_id,
+            environment=thread.environment,
+            account_id=thread.account_id,
+            agent_id=thread.agent_id,
+            user_id=thread.user_id,
+            metadata=thread.metadata,
+            window_size=thread.window_size,
+            created_at=thread.created_at,
+            updated_at=thread.updated_at,
+        )
+
+
+class AppendRequest(BaseModel):
+    """Messages to append. `agent_id` (and `user_id`) create the thread when it does not exist yet;
+    for an existing thread they must match it or be omitted."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "agent_id": "support-bot",
+                    "user_id": "user-42",
+                    "messages": [
+                        {"message_id": "m-0001", "role": "user", "content": "Where is my order?"},
+                        {
+                            "message_id": "m-0002",
+                            "role": "assistant",
+                            "tool_call": {
+                                "id": "call-1",
+                                "name": "lookup_order",
+                                "arguments": '{"order_id": "A-17"}',
+                            },
+                        },
+                        {
+                            "message_id": "m-0003",
+                            "role": "tool",
+                            "tool_call": {"id": "call-1", "result": '{"status": "shipped"}'},
+                        },
+                    ],
+                }
+            ]
+        },
+    )
+
+    agent_id: Id | None = None
+    user_id: Id | None = None
+    messages: list[NewMessage] = Field(
+        min_length=1, max_length=1000, description="1..1000 messages; give each a message_id for safe retries"
+    )
+
+
+class AppendResponse(BaseModel):
+    thread_id: str
+    messages: list[Message] = Field(description="the stored messages, durable, with offsets and seqs")
+
+
+class MessagesPage(BaseModel):
+    thread_id: str
+    messages: list[Message]
+    next_after: int = Field(description="pass as `after` to read the following page")
+
+
+class Liveness(BaseModel):
+    status: str = "ok"
+
+
+class CheckResult(BaseModel):
+    ok: bool
+    error: str | None = None
+
+
+class Readiness(BaseModel):
+    status: str = Field(description="`ready` or `unavailable`")
+    checks: dict[str, CheckResult]
