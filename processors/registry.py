@@ -1,0 +1,41 @@
+"""The processors memstream ships, by name: what `memstream worker NAME` and the node can run.
+
+Each entry maps a processor name (its step id and consumer group `memstream.<name>`) to a factory
+building the processor from the settings. A processor listed here must also be listed under
+`dead_letter.processors` in topics.yaml, so that its dead-letter topic exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from memstream.config import Settings
+from streams.runtime.errors import UnknownProcessor
+from streams.runtime.processor import Processor
+
+ProcessorFactory = Callable[[Settings], Processor]
+
+PROCESSORS: Mapping[str, ProcessorFactory] = {}
+"""Registered processors, by name. Empty until the first processors land."""
+
+
+def processor_names(registry: Mapping[str, ProcessorFactory] | None = None) -> list[str]:
+    """The registered names, sorted."""
+    return sorted(PROCESSORS if registry is None else registry)
+
+
+def create_processor(
+    name: str, settings: Settings, *, registry: Mapping[str, ProcessorFactory] | None = None
+) -> Processor:
+    """Build the registered processor `name`; `UnknownProcessor` (listing the names) otherwise."""
+    factories = PROCESSORS if registry is None else registry
+    try:
+        factory = factories[name]
+    except KeyError:
+        raise UnknownProcessor(name, list(factories)) from None
+    processor = factory(settings)
+    if processor.name != name:
+        raise ValueError(
+            f"processor factory registered as {name!r} built a processor named {processor.name!r}"
+        )
+    return processor

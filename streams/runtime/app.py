@@ -1,0 +1,220 @@
+"""One faust App per processor, and the loop that feeds it batches and commits after effects.
+
+`build_app(processor, settings)` configures a faust App for a processor: app id = consumer group
+`<topic_prefix>memstream.<name>`, the broker from `settings.broker_bootstrap`, no web server, no
+tables, no topic creation (topics come from topics.yaml via `streams.admin.apply_topics`), new
+groups start at the earliest offset, shorter session timeouts, and a consumer that commits only
+processed offsets (`streams.runtime.consumer`). The processor's logic is not bound to the app by a
+decorator: `ProcessorRuntime` attaches one agent that runs the batch loop below.
+
+Batch loop (one agent, concurrency 1): take up to `batch_size` events without acking them
+(`stream.noack_take`), run them through `run_batch` (dead letters, retries), then mark them
+processed, ack them and commit. A batch that fails for good is never acked: the runtime records
+the crash (`ProcessorRuntime.crashed`) and stops consuming; the owner stops the app.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import faust
+from faust.streams import Stream
+from faust.types import EventT, StreamT
+
+from memstream.config import Settings
+from streams.runtime.batch import run_batch
+from streams.runtime.consumer import CommitGuardConsumer, CommitGuardTransport
+from streams.runtime.dlq import DeadLetterLimit, DeadLetterQueue
+from streams.runtime.errors import ProcessorCrashed
+from streams.runtime.options import RuntimeOptions
+from streams.runtime.processor import Processor, Record, group_id
+from streams.topics import TopicRegistry, topic_name
+
+log = logging.getLogger("memstream.runtime")
+
+
+def build_app(processor: Processor, settings: Settings, options: RuntimeOptions | None = None) -> faust.App:
+    """A configured faust App for `processor` (module doc), with no agent attached yet."""
+    opts = options or RuntimeOptions()
+    app_id = group_id(processor.name, settings)
+    app = faust.App(
+        app_id,
+        broker=[f"kafka://{host}" for host in settings.broker_bootstrap.split(",")],
+        autodiscover=False,
+        datadir=str(settings.data_path / "faust" / app_id),
+        store="memory://",
+        web_enabled=False,
+        topic_allow_declare=False,
+        topic_disable_leader=True,
+        consumer_auto_offset_reset="earliest",
+        broker_session_timeout=opts.session_timeout_s,
+        broker_heartbeat_interval=opts.heartbeat_interval_s,
+        broker_commit_interval=opts.commit_interval_s,
+        # a stop or a rebalance must not wait for a batch that failed for good (never acked)
+        stream_wait_empty=False,
+        key_serializer="raw",
+        value_serializer="raw",
+    )
+    app.finalize()
+    app.transport = CommitGuardTransport(app.conf.broker_consumer, app)
+    return app
+
+
+def record_of(event: EventT[Any]) -> Record:
+    """The `Record` of a faust event (its raw message: key, value and headers as bytes)."""
+    message = event.message
+    headers = message.headers or ()
+    pairs = list(headers.items()) if isinstance(headers, Mapping) else list(headers)
+    return Record(
+        topic=message.topic,
+        partition=message.partition,
+        offset=message.offset,
+        key=message.key,
+        value=message.value,
+        headers=tuple((str(k), _header_bytes(v)) for k, v in pairs),
+        timestamp_ms=None if message.timestamp is None else round(message.timestamp * 1000),
+    )
+
+
+def _header_bytes(value: object) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    raise TypeError(f"unexpected header value {value!r}")
+
+
+class ProcessorRuntime:
+    """Runs one processor in its own faust App inside the current event loop.
+
+    `start()` opens the processor, the dead-letter producer and the app (it returns once the
+    consumer group was joined); `crashed` is set when the processor stopped for good (`error`
+    says why); `stop()` lets the batch in progress finish (up to `drain_timeout_s`), then stops
+    the app, the processor and the producer. A runtime is started at most once.
+    """
+
+    def __init__(
+        self,
+        processor: Processor,
+        settings: Settings,
+        options: RuntimeOptions | None = None,
+        *,
+        registry: TopicRegistry | None = None,
+    ) -> None:
+        self.processor = processor
+        self.options = options or RuntimeOptions()
+        self.group_id = group_id(processor.name, settings)
+        self.source_topics = [
+            topic_name(settings, name, registry=registry) for name in processor.source_topics
+        ]
+        self.dead_letters = DeadLetterQueue(
+            processor.name,
+            settings,
+            limit=DeadLetterLimit(self.options.dlq_limit, self.options.dlq_window_s),
+            ack_timeout_s=self.options.dlq_ack_timeout_s,
+            registry=registry,
+        )
+        self.app = build_app(processor, settings, self.options)
+        channel = self.app.topic(*self.source_topics, allow_empty=True)
+        self.app.agent(channel, name=processor.name, concurrency=1)(self._consume)
+        self.crashed = asyncio.Event()
+        self.error: ProcessorCrashed | None = None
+        self.batches = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._draining = False
+        self._started = False
+        self._watcher: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        if self._started:
+            raise RuntimeError(f"processor {self.processor.name!r} runtime was already started")
+        self._started = True
+        # faust creates its (here empty) data directories without their parents
+        Path(self.app.conf.datadir).parent.mkdir(parents=True, exist_ok=True)
+        await self.processor.start()
+        await self.app.start()
+        self._watcher = asyncio.create_task(self._watch_app(), name=f"memstream.{self.processor.name}.watch")
+        log.info(
+            "processor %s consuming %s as group %s", self.processor.name, self.source_topics, self.group_id
+        )
+
+    async def stop(self) -> None:
+        """Finish the batch in progress (bounded), then stop consuming and close everything."""
+        self._draining = True
+        if self._watcher is not None:
+            self._watcher.cancel()
+        try:
+            await asyncio.wait_for(self._idle.wait(), self.options.drain_timeout_s)
+        except TimeoutError:
+            log.warning(
+                "processor %s: batch still running after drain timeout, cancelling it", self.processor.name
+            )
+        try:
+            await self.app.stop()
+        finally:
+            try:
+                await self.processor.stop()
+            finally:
+                await self.dead_letters.close()
+
+    async def _watch_app(self) -> None:
+        """faust crashes the app on its own errors (e.g. a failed commit): surface that as a crash."""
+        while not self.crashed.is_set():
+            if self.app.crashed:
+                reason = self.app.crash_reason
+                self._crash(reason if reason is not None else RuntimeError("faust app crashed"))
+                return
+            await asyncio.sleep(0.5)
+
+    async def _consume(self, stream: StreamT[Any]) -> None:
+        try:
+            async for events in cast(Stream[Any], stream).noack_take(
+                self.options.batch_size, within=self.options.batch_wait_s
+            ):
+                if self._draining or self.crashed.is_set():
+                    await _forever()  # stopping: leave the batch uncommitted for redelivery
+                self._idle.clear()
+                try:
+                    await self._handle(stream, events)
+                finally:
+                    self._idle.set()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # never let faust restart the agent past an unacked batch
+            self._crash(exc)
+            await _forever()
+
+    async def _handle(self, stream: StreamT[Any], events: Sequence[EventT[Any]]) -> None:
+        records = [record_of(event) for event in events]
+        await run_batch(self.processor, records, self.dead_letters, self.options)
+        consumer = self.app.consumer
+        assert isinstance(consumer, CommitGuardConsumer)
+        consumer.mark_processed(event.message for event in events)
+        for event in events:
+            await stream.ack(event)
+        await consumer.commit()
+        self.batches += 1
+
+    def _crash(self, exc: BaseException) -> None:
+        if isinstance(exc, ProcessorCrashed):
+            error = exc
+        else:
+            error = ProcessorCrashed(self.processor.name, f"runtime error: {exc!r}")
+            error.__cause__ = exc
+        log.error(
+            "processor %s stopped without committing its batch: %s",
+            self.processor.name,
+            error.message,
+            exc_info=error.__cause__,
+        )
+        self.error = error
+        self.crashed.set()
+
+
+async def _forever() -> None:
+    await asyncio.Event().wait()

@@ -1,0 +1,129 @@
+"""Run processors: several inside the caller's event loop (the embedded node), or one alone (CLI).
+
+`run_processors(processors, settings, stop)` is for code that owns the event loop and the signals
+(the node also serves HTTP with uvicorn in the same loop): it starts one faust App per processor in
+the running loop (no `app.main()`, no `mode.Worker`, no signal handlers), returns after `stop` is
+set and every app stopped, and raises `ProcessorCrashed` as soon as one processor crashed (after
+stopping the others).
+
+`run_worker(name, settings)` is what `memstream worker NAME` calls: it runs the registered
+processor `name` alone until SIGINT or SIGTERM, and owns those signals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from memstream.config import Settings
+from streams.runtime.app import ProcessorRuntime
+from streams.runtime.options import RuntimeOptions
+from streams.runtime.processor import Processor
+from streams.topics import TopicRegistry
+
+if TYPE_CHECKING:
+    from processors.registry import ProcessorFactory
+
+log = logging.getLogger("memstream.runtime")
+
+
+async def run_processors(
+    processors: Sequence[Processor],
+    settings: Settings,
+    stop: asyncio.Event,
+    *,
+    options: RuntimeOptions | None = None,
+    registry: TopicRegistry | None = None,
+    started: asyncio.Event | None = None,
+) -> None:
+    """Run `processors` in the current loop until `stop` is set (module doc).
+
+    Processor names must be unique. `started` (optional) is set once every consumer group was
+    joined. Raises `ProcessorCrashed` for the first processor that crashed, or an error of a
+    processor's `start()`; either way everything started is stopped first.
+    """
+    names = [p.name for p in processors]
+    if len(set(names)) != len(names):
+        raise ValueError(f"processor names must be unique, got {names}")
+    runtimes = [ProcessorRuntime(p, settings, options, registry=registry) for p in processors]
+    running: list[ProcessorRuntime] = []
+    try:
+        await _start_all(runtimes, running)
+        if started is not None:
+            started.set()
+        crashed = await _wait_for_stop_or_crash(runtimes, stop)
+        if crashed is not None:
+            assert crashed.error is not None
+            raise crashed.error
+    finally:
+        await asyncio.gather(*(runtime.stop() for runtime in running), return_exceptions=True)
+
+
+async def _start_all(runtimes: list[ProcessorRuntime], running: list[ProcessorRuntime]) -> None:
+    async def start(runtime: ProcessorRuntime) -> None:
+        running.append(runtime)  # stopped in any case: start() may fail half way
+        await runtime.start()
+
+    # concurrently: each group join takes seconds
+    results = await asyncio.gather(*(start(r) for r in runtimes), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+
+
+async def _wait_for_stop_or_crash(
+    runtimes: list[ProcessorRuntime], stop: asyncio.Event
+) -> ProcessorRuntime | None:
+    waiters = {asyncio.ensure_future(stop.wait()): None} | {
+        asyncio.ensure_future(r.crashed.wait()): r for r in runtimes
+    }
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+    for runtime in runtimes:
+        if runtime.crashed.is_set():
+            return runtime
+    return None
+
+
+def run_worker(
+    name: str,
+    settings: Settings,
+    *,
+    options: RuntimeOptions | None = None,
+    registry: TopicRegistry | None = None,
+    processors: Mapping[str, ProcessorFactory] | None = None,
+) -> None:
+    """Run the registered processor `name` alone until SIGINT/SIGTERM (`memstream worker NAME`).
+
+    `processors` defaults to `processors.registry.PROCESSORS`. Raises `UnknownProcessor` (listing
+    the registered names) before connecting to anything, and `ProcessorCrashed` if the processor
+    crashed.
+    """
+    from processors.registry import create_processor  # processors depend on this package
+
+    processor = create_processor(name, settings, registry=processors)
+    asyncio.run(_run_until_signal(processor, settings, options, registry))
+
+
+async def _run_until_signal(
+    processor: Processor, settings: Settings, options: RuntimeOptions | None, registry: TopicRegistry | None
+) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for sig in signals:
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await run_processors([processor], settings, stop, options=options, registry=registry)
+    finally:
+        for sig in signals:
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(sig)
+    log.info("processor %s stopped", processor.name)

@@ -1,0 +1,238 @@
+"""The runtime against a real broker and Postgres: effects, commits, dead letters, crashes, restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Sequence
+from dataclasses import replace
+
+import pytest
+
+from memstream.config import Settings
+from streams.runtime import ProcessorCrashed, Record, RuntimeOptions, run_processors
+from streams.runtime.errors import DeadLetterLimitExceeded
+from streams.runtime.processor import Processor
+from streams.topics import TopicRegistry
+from tests.streams.runtime.support import (
+    PgWriter,
+    committed,
+    consume_all,
+    effect_ids,
+    produce,
+    wait_for_effects,
+)
+
+
+async def run_until(
+    processors: Sequence[Processor],
+    settings: Settings,
+    options: RuntimeOptions,
+    registry: TopicRegistry,
+    done: Awaitable[object] | None = None,
+) -> None:
+    """Run `processors` until `done` resolves (then stop them); propagate a crash."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_processors(processors, settings, stop, options=options, registry=registry))
+    try:
+        if done is not None:
+            waiter = asyncio.ensure_future(done)
+            finished, _ = await asyncio.wait({task, waiter}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+            assert finished, "timed out"
+        stop.set()
+        await asyncio.wait_for(task, 30)
+    finally:
+        stop.set()
+        if not task.done():
+            task.cancel()
+
+
+async def test_every_record_is_processed_and_committed(
+    rt_settings: Settings, rt_options: RuntimeOptions, registry: TopicRegistry, effects_dsn: str
+) -> None:
+    pg_dsn = effects_dsn
+    positions = produce(rt_settings, [{"id": i} for i in range(200)])
+    writer = PgWriter("writer", pg_dsn)
+    await run_until([writer], rt_settings, rt_options, registry, wait_for_effects(pg_dsn, "writer", 200))
+    assert await effect_ids(pg_dsn, "writer") == list(range(200))
+    # committed offsets = one past the last record of each partition: everything, nothing more
+    last: dict[int, int] = {}
+    for partition, offset in positions.values():
+        last[partition] = max(last.get(partition, -1), offset)
+    assert committed(rt_settings, "writer") == {p: o + 1 for p, o in last.items()}
+
+
+def last_offsets(positions: dict[int, tuple[int, int]]) -> dict[int, int]:
+    last: dict[int, int] = {}
+    for partition, offset in positions.values():
+        last[partition] = max(last.get(partition, -1), offset)
+    return last
+
+
+async def test_two_processors_on_one_topic_each_consume_everything(
+    rt_settings: Settings, rt_options: RuntimeOptions, registry: TopicRegistry, effects_dsn: str
+) -> None:
+    produce(rt_settings, [{"id": i} for i in range(100)])
+    alpha, beta = PgWriter("alpha", effects_dsn), PgWriter("beta", effects_dsn)
+
+    async def both() -> None:
+        await wait_for_effects(effects_dsn, "alpha", 100)
+        await wait_for_effects(effects_dsn, "beta", 100)
+
+    await run_until([alpha, beta], rt_settings, rt_options, registry, both())
+    assert await effect_ids(effects_dsn, "alpha") == list(range(100))
+    assert await effect_ids(effects_dsn, "beta") == list(range(100))
+    assert sorted(alpha.seen) == sorted(beta.seen) and len(alpha.seen) == 100
+
+
+async def test_poison_records_go_to_the_dead_letter_topic_and_the_rest_is_processed(
+    rt_settings: Settings, rt_options: RuntimeOptions, registry: TopicRegistry, effects_dsn: str
+) -> None:
+    poison = {10, 37, 38}
+    positions = produce(rt_settings, [{"id": i, "poison": i in poison} for i in range(60)])
+    writer = PgWriter("writer", effects_dsn)
+    await run_until([writer], rt_settings, rt_options, registry, wait_for_effects(effects_dsn, "writer", 57))
+    assert await effect_ids(effects_dsn, "writer") == [i for i in range(60) if i not in poison]
+
+    spec = registry.dlq_topic("writer")
+    records = consume_all(rt_settings, spec.broker_name(rt_settings), len(poison))
+    payloads = [json.loads(m.value()) for m in records]
+    for message, payload in zip(records, payloads, strict=True):
+        spec.validate(payload)
+        assert message.key() == f"k{json.loads(payload['value_text'])['id'] % 5}".encode()
+    by_id = {json.loads(p["value_text"])["id"]: p for p in payloads}
+    assert set(by_id) == poison  # each poison record exactly once
+    first = by_id[10]
+    assert first["processor"] == "writer"
+    assert first["original_topic"] == rt_settings.topic("journal.messages")
+    assert (first["partition"], first["offset"]) == positions[10]
+    assert first["reason"] == "poison record 10"
+    assert first["error_type"] == "builtins.ValueError"
+    assert first["headers"] == [{"key": "message_id", "value_base64": "bTEw"}]
+    # the dead-lettered records are committed too: the group is done with the topic
+    assert committed(rt_settings, "writer") == {p: o + 1 for p, o in last_offsets(positions).items()}
+
+
+async def test_transient_errors_are_retried_and_nothing_is_lost(
+    rt_settings: Settings, rt_options: RuntimeOptions, registry: TopicRegistry, effects_dsn: str
+) -> None:
+    produce(rt_settings, [{"id": i} for i in range(100)])
+    plan = [True, True, False, True]  # before each write: fail twice in a row, write, fail once more
+    failures = 0
+
+    async def flaky(batch: Sequence[Record]) -> None:
+        nonlocal failures
+        if plan and plan.pop(0):
+            failures += 1
+            raise ConnectionError("database away")
+
+    writer = PgWriter("writer", effects_dsn, before_write=flaky)
+    await run_until([writer], rt_settings, rt_options, registry, wait_for_effects(effects_dsn, "writer", 100))
+    assert await effect_ids(effects_dsn, "writer") == list(range(100))
+    assert failures == 3
+
+
+async def test_a_crash_before_commit_redelivers_and_a_restart_resumes_from_the_commit(
+    rt_settings: Settings, rt_options: RuntimeOptions, registry: TopicRegistry, effects_dsn: str
+) -> None:
+    first = produce(rt_settings, [{"id": i} for i in range(40)])
+    await run_until(
+        [PgWriter("writer", effects_dsn)],
+        rt_settings,
+        rt_options,
+        registry,
+        wait_for_effects(effects_dsn, "writer", 40),
+    )
+    committed_before = committed(rt_settings, "writer")
+    assert committed_before == {p: o + 1 for p, o in last_offsets(first).items()}
+
+    # new records; the processor fails before any effect, every time: it must crash, not commit
+    second = produce(rt_settings, [{"id": i} for i in range(40, 60)])
+
+    async def broken(batch: Sequence[Record]) -> None:
+        raise ConnectionError("database away")
+
+    crashing = PgWriter("writer", effects_dsn, before_write=broken)
+    with pytest.raises(ProcessorCrashed) as raised:
+        await run_until([crashing], rt_settings, rt_options, registry, asyncio.sleep(30))
+    assert isinstance(raised.value.__cause__, ConnectionError)
+    assert crashing.calls == rt_options.max_attempts
+    assert {crashing.seen[0]} <= set(second.values())  # it only ever saw the new records
+    assert await effect_ids(effects_dsn, "writer") == list(range(40))
+    assert committed(rt_settings, "writer") == committed_before
+
+    # restart: exactly the uncommitted records come again, none of the committed ones
+    healthy = PgWriter("writer", effects_dsn)
+    await run_until([healthy], rt_settings, rt_options, registry, wait_for_effects(effects_dsn, "writer", 60))
+    assert await effect_ids(effects_dsn, "writer") == list(range(60))
+    assert sorted(healthy.seen) == sorted(second.values())
+    assert committed(rt_settings, "writer") == {p: o + 1 for p, o in last_offsets(first | second).items()}
+
+
+async def test_a_stop_cancels_a_stuck_batch_without_committing_it(
+    rt_settings: Settings, rt_options: RuntimeOptions, registry: TopicRegistry, effects_dsn: str
+) -> None:
+    positions = produce(rt_settings, [{"id": i} for i in range(30)])
+    entered = asyncio.Event()
+
+    async def stuck(batch: Sequence[Record]) -> None:
+        entered.set()
+        await asyncio.Event().wait()  # never returns: the stop must cancel it
+
+    options = replace(rt_options, drain_timeout_s=0.3)
+    await run_until(
+        [PgWriter("writer", effects_dsn, before_write=stuck)], rt_settings, options, registry, entered.wait()
+    )
+    assert await effect_ids(effects_dsn, "writer") == []
+    assert committed(rt_settings, "writer") == {}
+
+    healthy = PgWriter("writer", effects_dsn)
+    await run_until([healthy], rt_settings, rt_options, registry, wait_for_effects(effects_dsn, "writer", 30))
+    assert sorted(healthy.seen) == sorted(positions.values())
+    assert await effect_ids(effects_dsn, "writer") == list(range(30))
+
+
+async def test_a_stop_lets_the_batch_in_progress_finish_and_commits_it(
+    rt_settings: Settings, rt_options: RuntimeOptions, registry: TopicRegistry, effects_dsn: str
+) -> None:
+    produce(rt_settings, [{"id": i} for i in range(30)])
+    entered, release = asyncio.Event(), asyncio.Event()
+    first_batch: list[tuple[int, int]] = []
+
+    async def slow(batch: Sequence[Record]) -> None:
+        if not entered.is_set():
+            first_batch.extend((r.partition, r.offset) for r in batch)
+            entered.set()
+            await release.wait()
+
+    async def stop_then_release() -> None:
+        await entered.wait()
+        asyncio.get_running_loop().call_later(0.3, release.set)
+
+    writer = PgWriter("writer", effects_dsn, before_write=slow)
+    await run_until([writer], rt_settings, rt_options, registry, stop_then_release())
+    # the stop came while the first batch was blocked; it was finished, written and committed
+    assert len(await effect_ids(effects_dsn, "writer")) >= len(first_batch) > 0
+    offsets = committed(rt_settings, "writer")
+    assert all(offset < offsets.get(partition, 0) for partition, offset in first_batch)
+
+
+async def test_the_dead_letter_limit_stops_the_processor(
+    rt_settings: Settings, rt_options: RuntimeOptions, registry: TopicRegistry, effects_dsn: str
+) -> None:
+    poison = set(range(0, 40, 4))
+    positions = produce(rt_settings, [{"id": i, "poison": i in poison} for i in range(40)])
+    options = replace(rt_options, dlq_limit=2, dlq_window_s=60)
+    with pytest.raises(ProcessorCrashed) as raised:
+        await run_until([PgWriter("writer", effects_dsn)], rt_settings, options, registry, asyncio.sleep(30))
+    assert isinstance(raised.value.__cause__, DeadLetterLimitExceeded)
+
+    spec = registry.dlq_topic("writer")
+    dead = [json.loads(m.value()) for m in consume_all(rt_settings, spec.broker_name(rt_settings), 2)]
+    assert len(dead) == 2
+    dead_ids = {json.loads(p["value_text"])["id"] for p in dead}
+    offsets = committed(rt_settings, "writer")
+    for i in poison - dead_ids:  # not dead-lettered, so not committed either
+        partition, offset = positions[i]
+        assert offset >= offsets.get(partition, 0)
