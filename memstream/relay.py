@@ -1,0 +1,403 @@
+"""The relay (outbox): publishes every durable journal append to `journal.messages`, in seq order.
+
+Contract:
+- Each round reads up to `batch_size` messages after the durable cursor
+  (`journal.read_from_seq(cursor, batch_size)`), produces all of them (key = thread_id, value =
+  `streams.events.encode_message`, header `message_id`) with an idempotent producer, waits until
+  the broker has confirmed EVERY one, and only then stores the cursor (`journal.set_cursor`,
+  durable). A message is therefore never skipped: a crash or a delivery failure before the cursor
+  is stored means the batch is published again (at-least-once; duplicates are limited to the
+  last unconfirmed batch).
+- Per-thread order follows seq order: one thread = one key = one partition, and the idempotent
+  producer writes a partition in produce order. Records do not expire while the broker is away
+  (`message.timeout.ms=0`); the relay waits, logs, and retries.
+- A new `Relay` on the same journal resumes from the durable cursor. `rewind(to_seq)` moves the
+  cursor back so everything after `to_seq` is published again (e.g. from 0 after the memory-only
+  embedded broker restarted and `journal.messages` was created anew).
+- `run(stop)` loops until `stop` is set: on a delivery or journal error it logs, backs off
+  (exponentially up to `max_backoff`) and retries from the cursor; it only gives up when the
+  journal is fenced (another writer owns it, and that writer runs its own relay).
+- confluent-kafka calls are synchronous: producing and waiting for delivery run in a worker
+  thread, so the event loop is never blocked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import Message as KafkaMessage
+
+from memstream.config import Settings
+from memstream.errors import JournalFenced, MemstreamError
+from memstream.journal.base import Journal
+from memstream.journal.models import Message
+from streams.events import encode_message
+from streams.producer import make_producer
+from streams.topics import TopicRegistry, topic_name
+
+log = logging.getLogger("memstream.relay")
+kafka_log = logging.getLogger("memstream.relay.kafka")  # librdkafka's own log lines
+
+UNREACHABLE_LOG_INTERVAL_S = 30.0
+_MISSING_TOPIC = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
+
+JOURNAL_TOPIC = "journal.messages"
+DEFAULT_CURSOR = "relay.journal.messages"
+
+
+class RelayDeliveryError(MemstreamError):
+    """The broker did not confirm every message of a batch; the cursor was not advanced.
+
+    `topic_missing` is True when the cause is that the topic does not exist on the broker.
+    """
+
+    code = "relay_delivery_failed"
+
+    def __init__(self, message: str, *, topic_missing: bool = False) -> None:
+        super().__init__(message)
+        self.topic_missing = topic_missing
+
+
+class RelayAborted(MemstreamError):
+    """The relay was stopped while a batch was unconfirmed; the cursor was not advanced."""
+
+    code = "relay_aborted"
+
+
+@dataclass(frozen=True)
+class RelayLag:
+    """`last_seq`: highest durable journal seq; `cursor`: last seq confirmed by the broker."""
+
+    last_seq: int
+    cursor: int
+
+    @property
+    def lag(self) -> int:
+        """Messages durable in the journal but not yet confirmed on the topic."""
+        return max(0, self.last_seq - self.cursor)
+
+
+@dataclass
+class RelayStats:
+    """Counters since this `Relay` was created (published counts include republished ones)."""
+
+    published: int = 0
+    batches: int = 0
+    failures: int = 0
+    rewinds: int = 0
+    last_error: str | None = None
+
+
+class _Batch:
+    """Delivery bookkeeping of one batch, updated by librdkafka callbacks in the worker thread."""
+
+    def __init__(self, size: int) -> None:
+        self.pending = size
+        self.errors: list[tuple[KafkaError, bytes | None]] = []
+
+    def on_delivery(self, err: KafkaError | None, msg: KafkaMessage) -> None:
+        self.pending -= 1
+        if err is not None:
+            self.errors.append((err, msg.key()))
+
+
+class Relay:
+    """Publishes the journal to `journal.messages`; see the module contract."""
+
+    def __init__(
+        self,
+        journal: Journal,
+        settings: Settings,
+        *,
+        cursor_name: str = DEFAULT_CURSOR,
+        batch_size: int = 1000,
+        idle_sleep: float = 0.02,
+        max_backoff: float = 5.0,
+        stall_warning_s: float = 10.0,
+        registry: TopicRegistry | None = None,
+        producer_overrides: Mapping[str, Any] | None = None,
+        on_topic_missing: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """`on_topic_missing`, when given, is awaited by `run` (outside any relay lock, so it may call
+        `rewind`) whenever a batch failed because `journal.messages` does not exist on the broker,
+        e.g. to apply topics.yaml and rewind to 0 after the memory-only embedded broker restarted.
+        """
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self.journal = journal
+        self.settings = settings
+        self.cursor_name = cursor_name
+        self.batch_size = batch_size
+        self.idle_sleep = idle_sleep
+        self.max_backoff = max_backoff
+        self.stall_warning_s = stall_warning_s
+        self.topic = topic_name(settings, JOURNAL_TOPIC, registry=registry)
+        self.stats = RelayStats()
+        self._registry = registry
+        self._overrides = dict(producer_overrides or {})
+        self._on_topic_missing = on_topic_missing
+        self._producer: Producer | None = None
+        self._producer_broken = threading.Event()
+        self._closing = False
+        self._unreachable_logged_at = -UNREACHABLE_LOG_INTERVAL_S
+        self._cursor: int | None = None
+        self._lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+
+    # ---- status ----------------------------------------------------------------------------------
+
+    async def cursor(self) -> int:
+        """The last seq confirmed on the topic (durable cursor; 0 when nothing was published)."""
+        if self._cursor is None:
+            self._cursor = await self.journal.get_cursor(self.cursor_name)
+        return self._cursor
+
+    async def lag(self) -> RelayLag:
+        return RelayLag(last_seq=await self.journal.last_seq(), cursor=await self.cursor())
+
+    def notify(self) -> None:
+        """Tell a running relay that new messages were appended (skips the rest of its idle sleep)."""
+        self._wake.set()
+
+    # ---- publishing --------------------------------------------------------------------------------
+
+    async def run_once(self) -> int:
+        """Publish one batch after the cursor and store the cursor; returns how many were published.
+
+        Raises `RelayDeliveryError` / `RelayAborted` (cursor unchanged) or the journal's errors.
+        """
+        return await self._round(None)
+
+    async def _round(self, stop: asyncio.Event | None) -> int:
+        cancelled = threading.Event()
+
+        def aborted() -> str | None:
+            if cancelled.is_set():
+                return "cancelled"
+            if stop is not None and stop.is_set():
+                return "stopped"
+            if self._closing:
+                return "closed"
+            if self._producer_broken.is_set():
+                return "producer failed fatally"
+            return None
+
+        async with self._lock:
+            cursor = await self.cursor()
+            batch = await self.journal.read_from_seq(cursor, self.batch_size)
+            if not batch:
+                return 0
+            producer = self._ensure_producer()
+            try:
+                await asyncio.to_thread(self._publish, producer, batch, aborted)
+            except asyncio.CancelledError:
+                cancelled.set()  # the worker thread stops waiting within 0.2 s
+                self._drop_producer()
+                raise
+            except MemstreamError:
+                self._drop_producer()  # a fresh producer (new producer id) for the retry
+                raise
+            last = batch[-1].seq
+            await self.journal.set_cursor(self.cursor_name, last)
+            self._cursor = last
+            self.stats.published += len(batch)
+            self.stats.batches += 1
+            return len(batch)
+
+    async def rewind(self, to_seq: int = 0) -> None:
+        """Move the durable cursor back to `to_seq`: every message after it is published again."""
+        if to_seq < 0:
+            raise ValueError("to_seq must be >= 0")
+        async with self._lock:
+            current = await self.cursor()
+            if to_seq > current:
+                raise ValueError(
+                    f"cannot rewind forward: cursor is {current}, asked {to_seq} (that would skip messages)"
+                )
+            await self.journal.set_cursor(self.cursor_name, to_seq)
+            self._cursor = to_seq
+            self.stats.rewinds += 1
+            log.info("relay %s rewound from seq %d to %d", self.cursor_name, current, to_seq)
+        self._wake.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Publish until `stop` is set (see the module contract). Raises only `JournalFenced`."""
+        watcher = asyncio.create_task(self._wake_on(stop))
+        backoff = 0.1
+        try:
+            while not stop.is_set():
+                try:
+                    count = await self._round(stop)
+                except JournalFenced:
+                    log.error("relay %s stops: the journal is fenced by another writer", self.cursor_name)
+                    raise
+                except Exception as exc:
+                    if stop.is_set():
+                        break
+                    self.stats.failures += 1
+                    self.stats.last_error = f"{type(exc).__name__}: {exc}"
+                    log.warning(
+                        "relay %s: publishing to %s on %s failed (%s); nothing was skipped, retrying from "
+                        "seq %s in %.1fs",
+                        self.cursor_name,
+                        self.topic,
+                        self.settings.broker_bootstrap,
+                        self.stats.last_error,
+                        self._cursor,
+                        backoff,
+                    )
+                    if isinstance(exc, RelayDeliveryError) and exc.topic_missing and self._on_topic_missing:
+                        await self._call_topic_missing_hook()
+                    await self._sleep(stop, backoff)
+                    backoff = min(backoff * 2, self.max_backoff)
+                    continue
+                backoff = 0.1
+                if count < self.batch_size:
+                    await self._sleep(stop, self.idle_sleep)
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+            self._drop_producer()
+
+    async def close(self) -> None:
+        """Release the producer. Unconfirmed messages are not lost: the cursor never passed them."""
+        self._closing = True
+        try:
+            async with self._lock:
+                self._drop_producer()
+        finally:
+            self._closing = False
+        self._unreachable_logged_at = -UNREACHABLE_LOG_INTERVAL_S
+
+    # ---- internals -----------------------------------------------------------------------------
+
+    async def _call_topic_missing_hook(self) -> None:
+        assert self._on_topic_missing is not None
+        try:
+            await self._on_topic_missing()
+        except Exception:
+            log.exception("relay %s: the on_topic_missing hook failed; retrying anyway", self.cursor_name)
+
+    async def _wake_on(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        self._wake.set()
+
+    async def _sleep(self, stop: asyncio.Event, seconds: float) -> None:
+        if stop.is_set():
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
+        self._wake.clear()
+
+    def _ensure_producer(self) -> Producer:
+        if self._producer is None or self._producer_broken.is_set():
+            self._drop_producer()
+            self._producer_broken.clear()
+            overrides = {"error_cb": self._on_client_error, **self._overrides}
+            self._producer = make_producer(
+                self.settings,
+                client_id=f"memstream-{self.cursor_name}",
+                registry=self._registry,
+                overrides=overrides,
+                logger=kafka_log,
+            )
+        return self._producer
+
+    def _drop_producer(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            producer.purge()
+            producer.flush(0)
+
+    def _on_client_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            self._producer_broken.set()
+            log.error("relay %s: producer failed fatally (%s); it will be recreated", self.cursor_name, err)
+        elif err.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE):
+            now = time.monotonic()
+            if now - self._unreachable_logged_at < UNREACHABLE_LOG_INTERVAL_S:
+                return
+            self._unreachable_logged_at = now
+            log.warning(
+                "relay %s: broker %s unreachable (%s); unconfirmed messages are kept and retried",
+                self.cursor_name,
+                self.settings.broker_bootstrap,
+                err.str(),
+            )
+
+    def _publish(
+        self, producer: Producer, batch: Sequence[Message], aborted: Callable[[], str | None]
+    ) -> None:
+        """Worker thread: produce `batch`, then wait until every message is confirmed."""
+        state = _Batch(len(batch))
+        for message in batch:
+            event = encode_message(message)
+            while True:
+                try:
+                    producer.produce(
+                        self.topic,
+                        event.value,
+                        event.key,
+                        headers=event.headers,
+                        on_delivery=state.on_delivery,
+                    )
+                    break
+                except BufferError:  # local queue full: serve delivery reports, then retry
+                    producer.poll(0.05)
+                    self._check_abort(aborted, state, batch)
+                except KafkaException as exc:
+                    raise RelayDeliveryError(
+                        f"message seq {message.seq} ({len(event.value)} bytes) cannot be produced to "
+                        f"{self.topic}: {exc}"
+                    ) from None
+        started = time.monotonic()
+        warned = started
+        while state.pending > 0:
+            producer.flush(0.2)
+            self._check_abort(aborted, state, batch)
+            now = time.monotonic()
+            if state.pending > 0 and now - warned >= self.stall_warning_s:
+                warned = now
+                log.warning(
+                    "relay %s: %d of %d messages (seq %d..%d) not yet confirmed by %s after %.0fs; still "
+                    "waiting (is the broker up?)",
+                    self.cursor_name,
+                    state.pending,
+                    len(batch),
+                    batch[0].seq,
+                    batch[-1].seq,
+                    self.settings.broker_bootstrap,
+                    now - started,
+                )
+        if state.errors:
+            err, key = state.errors[0]
+            hint = ""
+            missing = err.code() in _MISSING_TOPIC
+            if missing:
+                hint = " (the topic is missing or lost partitions: run `memstream topics apply`)"
+            elif err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                hint = " (raise max.message.bytes in topics.yaml, then `memstream topics apply`)"
+            raise RelayDeliveryError(
+                f"{len(state.errors)} of {len(batch)} messages (seq {batch[0].seq}..{batch[-1].seq}) were "
+                f"not delivered to {self.topic}: {err.str()}{hint}; first failed key {key!r}",
+                topic_missing=missing,
+            )
+
+    def _check_abort(
+        self, aborted: Callable[[], str | None], state: _Batch, batch: Sequence[Message]
+    ) -> None:
+        reason = aborted()
+        if reason is not None:
+            raise RelayAborted(
+                f"relay {self.cursor_name} {reason} with {state.pending} of {len(batch)} messages "
+                f"(seq {batch[0].seq}..{batch[-1].seq}) unconfirmed; they will be published again"
+            )
