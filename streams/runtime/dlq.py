@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections import deque
 from collections.abc import Callable
@@ -88,6 +89,7 @@ class DeadLetterQueue:
                 # a DLQ record that is not delivered in time fails (and is retried) instead of
                 # lingering in the queue and being delivered twice
                 overrides={"message.timeout.ms": int(self.ack_timeout_s * 1000)},
+                logger=logging.getLogger("memstream.runtime.dlq"),
             )
         return self._producer
 
