@@ -236,3 +236,60 @@ async def test_the_dead_letter_limit_stops_the_processor(
     for i in poison - dead_ids:  # not dead-lettered, so not committed either
         partition, offset = positions[i]
         assert offset >= offsets.get(partition, 0)
+
+
+async def test_a_second_instance_joining_the_group_shares_the_work_and_nothing_is_lost(
+    rt_settings: Settings, rt_options: RuntimeOptions, registry: TopicRegistry, effects_dsn: str
+) -> None:
+    first = produce(rt_settings, [{"id": i} for i in range(300)])
+
+    async def slow(batch: Sequence[Record]) -> None:
+        await asyncio.sleep(0.05)  # still busy when the second instance joins
+
+    one, two = PgWriter("writer", effects_dsn, before_write=slow), PgWriter("writer", effects_dsn)
+    stop, started_one, started_two = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    def run(writer: PgWriter, started: asyncio.Event) -> asyncio.Task[None]:
+        return asyncio.create_task(
+            run_processors(
+                [writer], rt_settings, stop, options=rt_options, registry=registry, started=started
+            )
+        )
+
+    tasks = [run(one, started_one)]
+    try:
+        await asyncio.wait_for(started_one.wait(), 30)
+        tasks.append(run(two, started_two))
+        await asyncio.wait_for(started_two.wait(), 30)
+        second = produce(rt_settings, [{"id": i} for i in range(300, 600)])
+        assert len(await wait_for_effects(effects_dsn, "writer", 600)) == 600
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks)
+    assert len(set(one.seen)) < 600, "the first instance gave partitions away"
+    assert two.seen, "the second instance got partitions"
+    assert set(one.seen) | set(two.seen) == set(first.values()) | set(second.values())
+    assert committed(rt_settings, "writer") == {p: o + 1 for p, o in last_offsets(first | second).items()}
+
+
+async def test_a_processor_failing_to_start_stops_the_others(
+    rt_settings: Settings, rt_options: RuntimeOptions, registry: TopicRegistry, effects_dsn: str
+) -> None:
+    class Unstartable(PgWriter):
+        async def start(self) -> None:
+            raise OSError("cannot reach the sink")
+
+    healthy = PgWriter("alpha", effects_dsn)
+    stop = asyncio.Event()
+    with pytest.raises(OSError, match="cannot reach the sink"):
+        await asyncio.wait_for(
+            run_processors(
+                [healthy, Unstartable("beta", effects_dsn)],
+                rt_settings,
+                stop,
+                options=rt_options,
+                registry=registry,
+            ),
+            30,
+        )
+    assert healthy._pool is not None and healthy._pool.is_closing()  # stopped, not leaked
