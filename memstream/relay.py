@@ -7,7 +7,8 @@ Contract:
   the broker has confirmed EVERY one, and only then stores the cursor (`journal.set_cursor`,
   durable). A message is therefore never skipped: a crash or a delivery failure before the cursor
   is stored means the batch is published again (at-least-once; duplicates are limited to the
-  last unconfirmed batch).
+  last unconfirmed batch). Consumers must be idempotent per (thread, offset): after such a
+  replay a thread's messages arrive again from an earlier offset.
 - Per-thread order follows seq order: one thread = one key = one partition, and the idempotent
   producer writes a partition in produce order. Records do not expire while the broker is away
   (`message.timeout.ms=0`); the relay waits, logs, and retries.
@@ -19,6 +20,10 @@ Contract:
   journal is fenced (another writer owns it, and that writer runs its own relay).
 - confluent-kafka calls are synchronous: producing and waiting for delivery run in a worker
   thread, so the event loop is never blocked.
+
+Logs: `memstream.relay` (what the relay does and why it retries; an unreachable broker is logged
+at most every 30 s, an unconfirmed batch every `stall_warning_s`), `memstream.relay.kafka`
+(librdkafka's own lines).
 """
 
 from __future__ import annotations
