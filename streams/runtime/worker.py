@@ -17,7 +17,7 @@ import contextlib
 import logging
 import signal
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memstream.config import Settings
 from streams.runtime.app import ProcessorRuntime
@@ -52,7 +52,8 @@ async def run_processors(
     runtimes = [ProcessorRuntime(p, settings, options, registry=registry) for p in processors]
     running: list[ProcessorRuntime] = []
     try:
-        await _start_all(runtimes, running)
+        if not await _start_all(runtimes, running, stop):
+            return  # stopped while starting
         if started is not None:
             started.set()
         crashed = await _wait_for_stop_or_crash(runtimes, stop)
@@ -63,16 +64,34 @@ async def run_processors(
         await asyncio.gather(*(runtime.stop() for runtime in running), return_exceptions=True)
 
 
-async def _start_all(runtimes: list[ProcessorRuntime], running: list[ProcessorRuntime]) -> None:
+async def _start_all(
+    runtimes: list[ProcessorRuntime], running: list[ProcessorRuntime], stop: asyncio.Event
+) -> bool:
+    """Start every runtime concurrently (each group join takes seconds); False if `stop` came first."""
+
     async def start(runtime: ProcessorRuntime) -> None:
         running.append(runtime)  # stopped in any case: start() may fail half way
         await runtime.start()
 
-    # concurrently: each group join takes seconds
-    results = await asyncio.gather(*(start(r) for r in runtimes), return_exceptions=True)
-    for result in results:
+    # all starts run to their end (a failed one does not leave the others half started)
+    starting = asyncio.ensure_future(asyncio.gather(*(start(r) for r in runtimes), return_exceptions=True))
+    stopping = asyncio.ensure_future(stop.wait())
+    waiting: set[asyncio.Future[Any]] = {starting, stopping}
+    try:
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        stopped_first = not starting.done()
+        if stopped_first:
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await starting
+    if stopped_first:
+        return False
+    for result in starting.result():
         if isinstance(result, BaseException):
             raise result
+    return True
 
 
 async def _wait_for_stop_or_crash(

@@ -6,13 +6,14 @@ import asyncio
 import os
 import signal
 import threading
+from pathlib import Path
 
 import pytest
 
 from memstream.config import Settings
 from processors.registry import ProcessorFactory
 from streams.runtime import RuntimeOptions, UnknownProcessor, run_processors, run_worker
-from streams.topics import TopicRegistry
+from streams.topics import TopicRegistry, default_registry
 from tests.streams.runtime.support import PgWriter, committed, create_effects_table, produce, wait_for_effects
 
 
@@ -55,3 +56,25 @@ def test_run_worker_runs_until_sigterm(
     watcher.join(5)
     assert seen == list(range(20))
     assert sum(committed(rt_settings, "writer").values()) == len(positions)
+
+
+async def test_a_stop_during_start_returns_and_closes_the_processor(tmp_path: Path) -> None:
+    class Hanging(PgWriter):
+        stopped = False
+
+        async def start(self) -> None:
+            await asyncio.Event().wait()  # e.g. a sink that never answers
+
+        async def stop(self) -> None:
+            self.stopped = True
+
+    hanging, stop = Hanging("writer", "postgresql://unused"), asyncio.Event()
+    registry = default_registry().with_dead_letter("writer")
+    task = asyncio.create_task(
+        run_processors([hanging], Settings(data_dir=tmp_path), stop, registry=registry)
+    )
+    await asyncio.sleep(0.2)
+    assert not task.done()
+    stop.set()
+    await asyncio.wait_for(task, 10)
+    assert hanging.stopped
