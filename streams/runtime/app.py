@@ -9,7 +9,8 @@ decorator: `ProcessorRuntime` attaches one agent that runs the batch loop below.
 
 Batch loop (one agent, concurrency 1): take up to `batch_size` events without acking them
 (`stream.noack_take`), run them through `run_batch` (dead letters, retries), then mark them
-processed, ack them and commit. A batch that fails for good is never acked: the runtime records
+processed, ack them and commit (at once; if a background commit is under way, the next one,
+within `commit_interval_s`, takes them). A batch that fails for good is never acked: the runtime records
 the crash (`ProcessorRuntime.crashed`) and stops consuming; the owner stops the app.
 """
 
@@ -185,7 +186,7 @@ class ProcessorRuntime:
                     self._idle.set()
         except asyncio.CancelledError:
             raise
-        except BaseException as exc:  # never let faust restart the agent past an unacked batch
+        except Exception as exc:  # never let faust restart the agent past an unacked batch
             self._crash(exc)
             await _forever()
 
