@@ -156,8 +156,16 @@ def worker(name: str | None, list_only: bool) -> None:
     if list_only or name is None:
         click.echo("\n".join(names) if names else "no processors are registered yet")
         return
+    from streams.runtime.errors import ProcessorCrashed, UnknownProcessor
+
     settings = load_settings()
-    sys.exit(run_worker(name, settings))
+    try:
+        run_worker(name, settings)
+    except UnknownProcessor as exc:
+        raise click.ClickException(str(exc)) from None
+    except ProcessorCrashed as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
 
 
 @main.group()

@@ -1,0 +1,183 @@
+"""The node: one process hosting the HTTP API, the journal's single writer, the relay and the processors.
+
+Start-up order: Postgres schema, topics (topics.yaml), the journal (this fences any previous
+writer), the relay (resuming from its durable cursor; from seq 0 when the broker lost the journal
+topic, as the memory-only embedded broker does on restart), the processors, then the API.
+Shutdown runs the other way round: the API stops taking appends, the relay publishes what is
+durable, processors commit what is done, the journal and the pool close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Iterator, Sequence
+
+import asyncpg
+import uvicorn
+
+from memstream.api.app import create_app
+from memstream.api.deps import build_api_deps
+from memstream.config import Settings
+from memstream.journal.base import Journal
+from memstream.journal.models import Message, NewMessage, ThreadRef
+from memstream.journal.store import SlateJournal
+from memstream.relay import JOURNAL_TOPIC, Relay
+from processors.registry import create_processor, processor_names
+from sinks.postgres.migrations import migrate
+from sinks.postgres.pool import create_pool
+from streams.admin import apply_topics
+from streams.runtime.worker import run_processors
+from streams.topics import load_topics
+
+log = logging.getLogger("memstream.node")
+
+
+class NotifyingJournal:
+    """The journal, waking the relay after every durable append (instead of it polling)."""
+
+    def __init__(self, journal: SlateJournal, relay: Relay) -> None:
+        self._journal = journal
+        self._relay = relay
+
+    async def append(
+        self, thread: ThreadRef, agent_id: str, user_id: str | None, messages: Sequence[NewMessage]
+    ) -> list[Message]:
+        stored = await self._journal.append(thread, agent_id, user_id, messages)
+        self._relay.notify()
+        return stored
+
+    async def last(self, thread: ThreadRef, n: int) -> list[Message]:
+        return await self._journal.last(thread, n)
+
+    async def after(self, thread: ThreadRef, offset: int, limit: int = 1000) -> list[Message]:
+        return await self._journal.after(thread, offset, limit)
+
+    async def read_from_seq(self, after_seq: int, limit: int) -> list[Message]:
+        return await self._journal.read_from_seq(after_seq, limit)
+
+    async def last_seq(self) -> int:
+        return await self._journal.last_seq()
+
+    async def get_cursor(self, name: str) -> int:
+        return await self._journal.get_cursor(name)
+
+    async def set_cursor(self, name: str, seq: int) -> None:
+        await self._journal.set_cursor(name, seq)
+
+    async def close(self) -> None:
+        await self._journal.close()
+
+
+async def run_node(settings: Settings, stop: asyncio.Event) -> None:
+    """Run until `stop` is set (or a component fails, which is raised after a clean shutdown)."""
+    settings.data_path.mkdir(parents=True, exist_ok=True)
+    log.info("configuration: %s", settings.describe())
+    pool = await create_pool(settings.postgres)
+    try:
+        await migrate(pool)
+        report = await asyncio.to_thread(apply_topics, settings, load_topics())
+        log.info("topics: %s", report.render().replace("\n", "; "))
+        journal = await SlateJournal.open(
+            settings.journal,
+            s3=settings.s3,
+            flush_interval_ms=settings.journal_flush_interval_ms,
+            max_message_bytes=settings.journal_max_message_bytes,
+        )
+        try:
+            await _serve(settings, stop, pool, journal, journal_topic_is_new=JOURNAL_TOPIC in report.created)
+        finally:
+            await journal.close()
+    finally:
+        await pool.close()
+
+
+async def _serve(
+    settings: Settings,
+    stop: asyncio.Event,
+    pool: asyncpg.Pool,
+    journal: SlateJournal,
+    *,
+    journal_topic_is_new: bool,
+) -> None:
+    relay: Relay
+
+    async def topic_missing() -> None:
+        # The broker lost journal.messages while we ran (the embedded broker keeps topics in memory):
+        # declare the topics again and publish the whole journal anew; consumers are idempotent.
+        report = await asyncio.to_thread(apply_topics, settings, load_topics())
+        if report.was_created(JOURNAL_TOPIC):
+            log.warning("%s was missing on the broker: recreated it, republishing the journal", JOURNAL_TOPIC)
+            await relay.rewind(0)
+
+    relay = Relay(journal, settings, on_topic_missing=topic_missing)
+    if journal_topic_is_new and await relay.cursor() > 0:
+        log.warning(
+            "the broker has no %s topic although the journal was published up to seq %d "
+            "(a memory-only broker restarted): republishing the journal from the start",
+            JOURNAL_TOPIC,
+            await relay.cursor(),
+        )
+        await relay.rewind(0)
+    api_journal: Journal = NotifyingJournal(journal, relay)
+    app = create_app(build_api_deps(settings, api_journal, pool))
+    server = _NodeServer(
+        uvicorn.Config(app, host=settings.api_host, port=settings.api_port, log_level="info", lifespan="off")
+    )
+    processors = [create_processor(name, settings) for name in processor_names()]
+
+    components_stop = asyncio.Event()
+    api = asyncio.create_task(server.serve(), name="api")
+    components = [
+        asyncio.create_task(relay.run(components_stop), name="relay"),
+        asyncio.create_task(run_processors(processors, settings, components_stop), name="processors"),
+    ]
+    stopper = asyncio.create_task(stop.wait(), name="stop")
+    try:
+        done, _ = await asyncio.wait({api, *components, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        for task in done - {stopper}:
+            error = task.exception()
+            log.error("%s stopped unexpectedly%s", task.get_name(), f": {error!r}" if error else "")
+    finally:
+        # API first (no new appends), then the relay publishes what is durable and processors
+        # commit what is done.
+        server.should_exit = True
+        await asyncio.gather(api, return_exceptions=True)
+        components_stop.set()
+        stopper.cancel()
+        results = await asyncio.gather(*components, return_exceptions=True)
+        await relay.close()
+    errors = [r for r in results if isinstance(r, Exception)]
+    if errors and not stop.is_set():
+        raise errors[0]
+
+
+class _NodeServer(uvicorn.Server):
+    """uvicorn without its own signal handling: the node owns SIGINT/SIGTERM and stops it in order."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def serve(settings: Settings) -> int:
+    """Run the node until SIGINT/SIGTERM; returns the exit code."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await run_node(settings, stop)
+
+    try:
+        asyncio.run(main())
+    except Exception as exc:
+        log.error("node stopped: %s", exc)
+        return 1
+    with contextlib.suppress(Exception):
+        logging.shutdown()
+    return 0
