@@ -77,6 +77,18 @@ def test_up_status_stop_and_restart_keeps_data(stack_env: dict[str, str], tmp_pa
         response = httpx.post(f"{api}/v1/threads/t1/messages", json=body, headers=headers, timeout=10)
         assert response.status_code == 201, response.text
 
+        # a crashed node is restarted by the supervisor, and nothing acknowledged is lost
+        os.kill(state["services"]["node"]["pid"], signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while "node ready again" not in (tmp_path / "up-1.log").read_text():
+            assert time.monotonic() < deadline, (tmp_path / "up-1.log").read_text()
+            time.sleep(0.2)
+        response = httpx.get(f"{api}/v1/threads/t1/messages", headers=headers, timeout=10)
+        assert [m["message_id"] for m in response.json()["messages"]] == ["m-1"]
+        pids.append(
+            json.loads(_memstream(stack_env, "status", "--json").stdout)["state"]["services"]["node"]["pid"]
+        )
+
         second = _memstream(stack_env, "up")
         assert second.returncode != 0
         assert "already running" in second.stderr + second.stdout
