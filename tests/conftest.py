@@ -5,7 +5,8 @@
   real Apache Kafka (KRaft) broker started from Maven Central jars (scripts/kafka_broker.py).
 
 Every test gets a random topic prefix (so random topic names and consumer groups) and its own
-Postgres database, so tests never share state.
+Postgres database, so tests never share state. Tests that need them also get a migrated Postgres
+pool (`pool`) and a SlateDB journal in their tmp dir (`journal`).
 """
 
 from __future__ import annotations
@@ -14,15 +15,19 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from memstream.config import Settings
 from memstream.embedded import services
 from memstream.embedded.process import ManagedProcess, free_port
+from memstream.journal.store import SlateJournal
+from sinks.postgres.migrations import migrate
+from sinks.postgres.pool import create_pool
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -162,3 +167,24 @@ def settings(
         postgres_dsn=pg_dsn,
         redis_url=redis_url,
     )
+
+
+@pytest.fixture
+async def pool(pg_dsn: str) -> AsyncIterator[asyncpg.Pool]:
+    """A pool on the test's fresh database with the schema migrated."""
+    pool = await create_pool(pg_dsn)
+    await migrate(pool)
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+@pytest.fixture
+async def journal(tmp_path: Path) -> AsyncIterator[SlateJournal]:
+    """A real SlateDB journal in the test's tmp dir (`file://{tmp_path}/journal`), 1 ms WAL flushes."""
+    journal = await SlateJournal.open(f"file://{tmp_path}/journal", flush_interval_ms=1)
+    try:
+        yield journal
+    finally:
+        await journal.close()

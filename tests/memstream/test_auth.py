@@ -2,25 +2,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 
 from memstream.auth import Principal, issue_key, list_keys, revoke_key, verify
 from memstream.errors import InvalidInput, NotFound, Unauthorized
-from sinks.postgres.migrations import migrate
-from sinks.postgres.pool import create_pool
-
-
-@pytest.fixture
-async def pool(pg_dsn: str) -> AsyncIterator[asyncpg.Pool]:
-    pool = await create_pool(pg_dsn)
-    await migrate(pool)
-    try:
-        yield pool
-    finally:
-        await pool.close()
 
 
 async def test_issue_and_verify(pool: asyncpg.Pool) -> None:

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
@@ -17,8 +16,6 @@ from memstream.pinned import PINNED_HEADER, MemoryScope, NoPinnedFacts, PinnedFa
 from memstream.summaries import SummaryUnavailable, summary_key
 from memstream.threads import ThreadService
 from sinks.objectstore.summaries import ObjectStoreSummaryReader, open_object_store
-from sinks.postgres.migrations import migrate
-from sinks.postgres.pool import create_pool
 from sinks.postgres.threads import PostgresThreadStore
 
 ACME = Principal(account_id="acme", environment="test", key_id="key_a")
@@ -35,25 +32,6 @@ class StaticPinnedFacts:
     async def pinned(self, scope: MemoryScope) -> list[PinnedFact]:
         self.scopes.append(scope)
         return self.facts.get((scope.account_id, scope.agent_id, scope.user_id), [])
-
-
-@pytest.fixture
-async def journal(tmp_path: Path) -> AsyncIterator[SlateJournal]:
-    journal = await SlateJournal.open(f"file://{tmp_path}/journal", flush_interval_ms=1)
-    try:
-        yield journal
-    finally:
-        await journal.close()
-
-
-@pytest.fixture
-async def pool(pg_dsn: str) -> AsyncIterator[asyncpg.Pool]:
-    pool = await create_pool(pg_dsn)
-    await migrate(pool)
-    try:
-        yield pool
-    finally:
-        await pool.close()
 
 
 @pytest.fixture

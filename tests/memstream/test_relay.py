@@ -9,7 +9,7 @@ import signal
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -33,13 +33,6 @@ def relay_settings(broker: str, topic_prefix: str, tmp_path: Path) -> Settings:
     settings = Settings(data_dir=tmp_path / "data", broker_url=f"kafka://{broker}", topic_prefix=topic_prefix)
     apply_topics(settings, REGISTRY)
     return settings
-
-
-@pytest.fixture
-async def journal(tmp_path: Path) -> AsyncIterator[SlateJournal]:
-    opened = await SlateJournal.open(f"file://{tmp_path / 'journal'}")
-    yield opened
-    await opened.close()
 
 
 async def append(journal: SlateJournal, threads: int, per_thread: int, *, tag: str = "") -> list[Message]:

@@ -1,8 +1,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -20,8 +18,6 @@ from memstream.threads import (
     merge_patch,
     validate_metadata,
 )
-from sinks.postgres.migrations import migrate
-from sinks.postgres.pool import create_pool
 from sinks.postgres.threads import PostgresThreadStore
 
 ACME = Principal(account_id="acme", environment="test", key_id="key_a")
@@ -118,25 +114,6 @@ def test_window_size() -> None:
 
 
 # ---- the service against Postgres and the journal ---------------------------------------------------
-
-
-@pytest.fixture
-async def journal(tmp_path: Path) -> AsyncIterator[SlateJournal]:
-    journal = await SlateJournal.open(f"file://{tmp_path}/journal", flush_interval_ms=1)
-    try:
-        yield journal
-    finally:
-        await journal.close()
-
-
-@pytest.fixture
-async def pool(pg_dsn: str) -> AsyncIterator[asyncpg.Pool]:
-    pool = await create_pool(pg_dsn)
-    await migrate(pool)
-    try:
-        yield pool
-    finally:
-        await pool.close()
 
 
 @pytest.fixture

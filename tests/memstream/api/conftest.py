@@ -16,23 +16,11 @@ from memstream.api import ApiDeps, build_api_deps, create_app
 from memstream.auth import issue_key
 from memstream.config import Settings
 from memstream.journal.store import SlateJournal
-from sinks.postgres.migrations import migrate
-from sinks.postgres.pool import create_pool
 
 
 @pytest.fixture
 def api_settings(tmp_path: Path, pg_dsn: str) -> Settings:
     return Settings(data_dir=tmp_path / "data", environment="test", postgres_dsn=SecretStr(pg_dsn))
-
-
-@pytest.fixture
-async def pool(api_settings: Settings) -> AsyncIterator[asyncpg.Pool]:
-    pool = await create_pool(api_settings.postgres)
-    await migrate(pool)
-    try:
-        yield pool
-    finally:
-        await pool.close()
 
 
 @pytest.fixture
