@@ -6,7 +6,8 @@
 
 Every test gets a random topic prefix (so random topic names and consumer groups) and its own
 Postgres database, so tests never share state. Tests that need them also get a migrated Postgres
-pool (`pool`) and a SlateDB journal in their tmp dir (`journal`).
+pool (`pool`), a SlateDB journal in their tmp dir (`journal`) and a fresh bucket on a moto S3
+server (`s3_bucket`, reached with `s3_settings` or `s3_client`).
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
+from pydantic import SecretStr
 
-from memstream.config import Settings
+from memstream.config import S3Settings, Settings
 from memstream.embedded import services
 from memstream.embedded.process import ManagedProcess, free_port
 from memstream.journal.store import SlateJournal
@@ -188,3 +191,51 @@ async def journal(tmp_path: Path) -> AsyncIterator[SlateJournal]:
         yield journal
     finally:
         await journal.close()
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """A real S3 API on 127.0.0.1 (moto's server), started on first use."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_settings(s3_endpoint: str) -> S3Settings:
+    """Settings to reach the moto server (test credentials, plain HTTP)."""
+    return S3Settings(
+        endpoint=s3_endpoint,
+        region="us-east-1",
+        access_key_id="test",
+        secret_access_key=SecretStr("test"),
+        allow_http=True,
+    )
+
+
+@pytest.fixture
+def s3_client(s3_endpoint: str) -> Any:
+    """A boto3 S3 client of the moto server, to prepare and inspect objects."""
+    import boto3  # type: ignore[import-untyped]
+
+    return boto3.client(
+        "s3",
+        endpoint_url=s3_endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    )
+
+
+@pytest.fixture
+def s3_bucket(s3_client: Any) -> str:
+    """A fresh, empty bucket on the moto server."""
+    bucket = f"test-{uuid.uuid4().hex[:12]}"
+    s3_client.create_bucket(Bucket=bucket)
+    return bucket

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-import boto3  # type: ignore[import-untyped]
 import pytest
-from moto.server import ThreadedMotoServer
-from pydantic import SecretStr
 
 from memstream.config import S3Settings
 from memstream.errors import JournalFenced
@@ -19,40 +15,13 @@ from memstream.journal.objectstore import build_object_store
 from .helpers import thread, user
 
 
-@pytest.fixture(scope="module")
-def s3_endpoint() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
-
-
 @pytest.fixture
-def s3(s3_endpoint: str) -> tuple[str, S3Settings]:
+def s3(s3_bucket: str, s3_settings: S3Settings) -> tuple[str, S3Settings]:
     """A fresh bucket and settings to reach it."""
-    bucket = f"journal-{uuid.uuid4().hex[:12]}"
-    settings = S3Settings(
-        endpoint=s3_endpoint,
-        region="us-east-1",
-        access_key_id="test",
-        secret_access_key=SecretStr("test"),
-        allow_http=True,
-    )
-    client = boto3.client(
-        "s3",
-        endpoint_url=s3_endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-    )
-    client.create_bucket(Bucket=bucket)
-    return bucket, settings
+    return s3_bucket, s3_settings
 
 
-async def test_append_reopen_and_read_through_s3(s3: tuple[str, S3Settings]) -> None:
+async def test_append_reopen_and_read_through_s3(s3: tuple[str, S3Settings], s3_client: Any) -> None:
     bucket, settings = s3
     url = f"s3://{bucket}/journal"
     journal = await SlateJournal.open(url, s3=settings)
@@ -69,13 +38,7 @@ async def test_append_reopen_and_read_through_s3(s3: tuple[str, S3Settings]) -> 
     finally:
         await reopened.close()
 
-    keys = boto3.client(
-        "s3",
-        endpoint_url=settings.endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-    ).list_objects_v2(Bucket=bucket)["Contents"]
+    keys = s3_client.list_objects_v2(Bucket=bucket)["Contents"]
     assert keys and all(obj["Key"].startswith("journal/") for obj in keys)
 
 

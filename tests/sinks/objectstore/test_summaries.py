@@ -2,14 +2,10 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3  # type: ignore[import-untyped]
 import pytest
-from moto.server import ThreadedMotoServer
 from pydantic import SecretStr
 
 from memstream.config import S3Settings, Settings
@@ -88,36 +84,17 @@ def test_bad_urls_are_refused(url: str) -> None:
         open_object_store(url)
 
 
-@pytest.fixture(scope="module")
-def moto_endpoint() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
-
-
 def _s3(endpoint: str) -> S3Settings:
     return S3Settings(
         endpoint=endpoint, access_key_id="test", secret_access_key=SecretStr("test"), allow_http=True
     )
 
 
-async def test_s3_missing_then_present(moto_endpoint: str, tmp_path: Path) -> None:
-    bucket = f"sum-{uuid.uuid4().hex[:12]}"
-    client = boto3.client(
-        "s3",
-        endpoint_url=moto_endpoint,
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-        region_name="us-east-1",
-    )
-    client.create_bucket(Bucket=bucket)
-    settings = Settings(
-        data_dir=tmp_path, object_store_url=f"s3://{bucket}/memstream/prod", s3=_s3(moto_endpoint)
-    )
+async def test_s3_missing_then_present(
+    s3_bucket: str, s3_settings: S3Settings, s3_client: Any, tmp_path: Path
+) -> None:
+    bucket, client = s3_bucket, s3_client
+    settings = Settings(data_dir=tmp_path, object_store_url=f"s3://{bucket}/memstream/prod", s3=s3_settings)
     reader = ObjectStoreSummaryReader.from_settings(settings)
     assert await reader.read(THREAD, "bot") is None
     client.put_object(
