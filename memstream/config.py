@@ -39,6 +39,20 @@ class S3Settings(BaseModel):
     secret_access_key: SecretStr | None = None
     allow_http: bool = False
 
+    def store_config(self) -> dict[str, str]:
+        """The S3 options that SlateDB's and obstore's S3 builders both take under these names:
+        `region`, plus `endpoint`, `access_key_id` and `secret_access_key` when set (unset ones
+        fall back to the standard `AWS_*` environment variables). `allow_http` is not included:
+        each builder takes it in its own way."""
+        config = {"region": self.region}
+        if self.endpoint:
+            config["endpoint"] = self.endpoint
+        if self.access_key_id:
+            config["access_key_id"] = self.access_key_id
+        if self.secret_access_key is not None:
+            config["secret_access_key"] = self.secret_access_key.get_secret_value()
+        return config
+
 
 class ModelSettings(BaseModel):
     """A model endpoint. `provider="offline"` needs no network and no weights."""

@@ -56,13 +56,7 @@ def _s3_store(url: str, bucket: str, path: str, s3: S3Settings) -> JournalStore:
     if not bucket:
         raise ValueError(f"journal URL {url!r} must name a bucket: s3://bucket/prefix")
     builder = ObjectStoreBuilder.from_env(ObjectStoreType.S3)
-    config: dict[str, str] = {"bucket": bucket, "region": s3.region}
-    if s3.endpoint:
-        config["endpoint"] = s3.endpoint
-    if s3.access_key_id:
-        config["access_key_id"] = s3.access_key_id
-    if s3.secret_access_key is not None:
-        config["secret_access_key"] = s3.secret_access_key.get_secret_value()
+    config = {"bucket": bucket, **s3.store_config()}
     if s3.allow_http:
         config["allow_http"] = "true"
     for key, value in config.items():

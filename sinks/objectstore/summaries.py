@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 import obstore
@@ -45,17 +45,10 @@ def open_object_store(url: str, s3: S3Settings | None = None, *, timeout_s: floa
         if not parts.netloc:
             raise ValueError(f"object store URL {url!r} must name a bucket: s3://bucket/prefix")
         s3 = s3 or S3Settings()
-        config: dict[str, Any] = {"region": s3.region}
-        if s3.endpoint:
-            config["endpoint"] = s3.endpoint
-        if s3.access_key_id:
-            config["access_key_id"] = s3.access_key_id
-        if s3.secret_access_key is not None:
-            config["secret_access_key"] = s3.secret_access_key.get_secret_value()
         return S3Store(
             parts.netloc,
             prefix=path.strip("/") or None,
-            config=config,  # type: ignore[arg-type]
+            config=s3.store_config(),  # type: ignore[arg-type]
             client_options={"allow_http": s3.allow_http, "timeout": timedelta(seconds=timeout_s)},
             retry_config={"max_retries": 2, "retry_timeout": timedelta(seconds=timeout_s)},
         )

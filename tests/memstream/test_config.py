@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 
-from memstream.config import Settings, mask_url
+from memstream.config import S3Settings, Settings, mask_url
 
 
 @pytest.fixture(autouse=True)
@@ -95,3 +95,20 @@ def test_mask_url() -> None:
     assert mask_url("postgresql://u:pw@h/db") == "postgresql://u:***@h/db"
     assert mask_url("postgresql://u@h/db") == "postgresql://u@h/db"
     assert mask_url("file:///tmp/x") == "file:///tmp/x"
+
+
+def test_s3_store_config_names_only_what_is_set() -> None:
+    assert S3Settings().store_config() == {"region": "us-east-1"}
+    full = S3Settings(
+        endpoint="http://minio:9000",
+        region="eu-west-1",
+        access_key_id="AK",
+        secret_access_key=SecretStr("SK"),
+        allow_http=True,
+    )
+    assert full.store_config() == {
+        "region": "eu-west-1",
+        "endpoint": "http://minio:9000",
+        "access_key_id": "AK",
+        "secret_access_key": "SK",
+    }
