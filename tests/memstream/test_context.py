@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import asyncpg
@@ -17,6 +16,8 @@ from memstream.summaries import SummaryUnavailable, summary_key
 from memstream.threads import ThreadService
 from sinks.objectstore.summaries import ObjectStoreSummaryReader, open_object_store
 from sinks.postgres.threads import PostgresThreadStore
+
+from .summary_files import write_summary
 
 ACME = Principal(account_id="acme", environment="test", key_id="key_a")
 GLOBEX = Principal(account_id="globex", environment="test", key_id="key_g")
@@ -51,26 +52,6 @@ def make_reader(
 ) -> ContextReader:
     summaries = ObjectStoreSummaryReader(open_object_store(f"file://{objects}"))
     return ContextReader(journal, threads, pinned or NoPinnedFacts(), summaries)
-
-
-def write_summary(
-    objects: Path, account: str, agent: str, thread: str, content: str, version: int = 2
-) -> None:
-    path = objects / summary_key(account, agent, thread)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(
-        json.dumps(
-            {
-                "version": version,
-                "timestamp": "2026-11-29T10:00:00Z",
-                "last_message_offset": 9,
-                "last_message_id": "m9",
-                "content": content,
-                "token_count": count_tokens(content),
-                "message_count": 10,
-            }
-        )
-    )
 
 
 async def append_users(

@@ -8,8 +8,8 @@ from pathlib import Path
 import httpx
 
 from memstream.api import ApiDeps
-from memstream.summaries import summary_key
 
+from ..summary_files import write_summary
 from .conftest import Keys
 
 
@@ -26,20 +26,16 @@ async def _seed_acme(client: httpx.AsyncClient, keys: Keys, deps: ApiDeps) -> No
         headers=keys.acme,
     )
     assert appended.status_code == 201
-    path = Path(deps.settings.object_store.removeprefix("file://")) / summary_key("acme", "bot", "shared")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(
-        json.dumps(
-            {
-                "version": 1,
-                "timestamp": "2026-11-29T10:00:00Z",
-                "last_message_offset": 0,
-                "last_message_id": "a1",
-                "content": "acme summary",
-                "token_count": 2,
-                "message_count": 1,
-            }
-        )
+    write_summary(
+        Path(deps.settings.object_store.removeprefix("file://")),
+        "acme",
+        "bot",
+        "shared",
+        "acme summary",
+        version=1,
+        last_message_offset=0,
+        last_message_id="a1",
+        message_count=1,
     )
 
 

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import httpx
@@ -11,6 +10,7 @@ from memstream.journal.models import ThreadRef
 from memstream.journal.store import SlateJournal
 from memstream.summaries import summary_key
 
+from ... import summary_files
 from ..conftest import Keys
 
 
@@ -23,21 +23,8 @@ async def append(client: httpx.AsyncClient, keys: Keys, count: int, thread: str 
 
 
 def write_summary(deps: ApiDeps, content: str) -> None:
-    path = Path(deps.settings.object_store.removeprefix("file://")) / summary_key("acme", "bot", "t1")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(
-        json.dumps(
-            {
-                "version": 7,
-                "timestamp": "2026-11-29T10:00:00Z",
-                "last_message_offset": 9,
-                "last_message_id": "m9",
-                "content": content,
-                "token_count": 5,
-                "message_count": 10,
-            }
-        )
-    )
+    root = Path(deps.settings.object_store.removeprefix("file://"))
+    summary_files.write_summary(root, "acme", "bot", "t1", content, version=7)
 
 
 async def test_context_summary_then_window(client: httpx.AsyncClient, keys: Keys, deps: ApiDeps) -> None:
