@@ -97,6 +97,12 @@ class Settings(BaseSettings):
     data_dir: Path = Path(".memstream")
     environment: str = "dev"
     topic_prefix: str = ""
+    topic_replication_factor: int | None = Field(
+        default=None,
+        ge=1,
+        description="replication factor of topics created by `topics apply`; "
+        "default: the one declared in topics.yaml (1, for the embedded single broker)",
+    )
 
     broker_url: str | None = Field(default=None, description="kafka://host:port[,host:port]")
     postgres_dsn: SecretStr | None = None

@@ -272,8 +272,11 @@ def apply_topics(
 
     `topics` defaults to every topic of `registry` (default: the shipped topics.yaml), dead-letter
     topics of listed processors included. `replication_factor` overrides the declared one for
-    topics this run creates (production clusters: 3). Raises `TopicAdminError`.
+    topics this run creates (production clusters: 3); it defaults to
+    `settings.topic_replication_factor`. Raises `TopicAdminError`.
     """
+    if replication_factor is None:
+        replication_factor = settings.topic_replication_factor
     if replication_factor is not None and replication_factor < 1:
         raise ValueError("replication_factor must be >= 1")
     specs = list(topics if topics is not None else (registry or default_registry()).topics)

@@ -112,3 +112,9 @@ def test_s3_store_config_names_only_what_is_set() -> None:
         "access_key_id": "AK",
         "secret_access_key": "SK",
     }
+
+
+def test_topic_replication_factor_must_be_positive() -> None:
+    assert Settings(topic_replication_factor=3).topic_replication_factor == 3
+    with pytest.raises(ValidationError, match="topic_replication_factor"):
+        Settings(topic_replication_factor=0)

@@ -141,3 +141,18 @@ def test_unreachable_broker_raises_a_clear_error(tmp_path: Any) -> None:
 def test_replication_factor_override_is_checked(tmp_path: Any) -> None:
     with pytest.raises(ValueError, match="replication_factor"):
         apply_topics(Settings(data_dir=tmp_path), load_topics(), replication_factor=0)
+
+
+@pytest.mark.kafka
+def test_settings_replication_factor_reaches_the_broker(
+    kafka_bootstrap: str, topic_prefix: str, tmp_path: Any
+) -> None:
+    """A single-broker Kafka refuses replication factor 2: proof the setting is what was asked for."""
+    settings = Settings(
+        data_dir=tmp_path,
+        broker_url=f"kafka://{kafka_bootstrap}",
+        topic_prefix=topic_prefix,
+        topic_replication_factor=2,
+    )
+    with pytest.raises(TopicAdminError, match=r"(?i)replication"):
+        apply_topics(settings, load_topics())
