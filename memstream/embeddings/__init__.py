@@ -1,0 +1,1 @@
+"""Embedding providers: one interface, an offline default and an OpenAI-compatible client."""

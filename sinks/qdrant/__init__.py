@@ -1,0 +1,1 @@
+"""The vector index of agent memory: one interface, Qdrant Edge (embedded) and Qdrant server adapters."""
