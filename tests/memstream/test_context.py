@@ -11,7 +11,15 @@ from memstream.errors import JournalFenced, JournalUnavailable, NotFound
 from memstream.journal.models import Message, NewMessage, ToolCall
 from memstream.journal.store import SlateJournal
 from memstream.journal.tokens import count_tokens
-from memstream.pinned import PINNED_HEADER, MemoryScope, NoPinnedFacts, PinnedFact, PinnedFactsProvider
+from memstream.pinned import (
+    PINNED_CLOSE,
+    PINNED_DISCLAIMER,
+    PINNED_OPEN,
+    MemoryScope,
+    NoPinnedFacts,
+    PinnedFact,
+    PinnedFactsProvider,
+)
 from memstream.summaries import SummaryUnavailable, summary_key
 from memstream.threads import ThreadService
 from sinks.objectstore.summaries import ObjectStoreSummaryReader, open_object_store
@@ -92,13 +100,16 @@ async def test_order_is_pinned_summary_window(
     context = await make_reader(journal, threads, objects, provider).get_context(ACME, "t1")
 
     roles_and_text = [(m.role, m.content) for m in context.messages]
-    assert roles_and_text[0] == ("system", f"{PINNED_HEADER}\n- Name: Ada\n- Plan: pro")
+    pinned_text = (
+        f"{PINNED_OPEN}\n<fact>Name: Ada</fact>\n<fact>Plan: pro</fact>\n{PINNED_CLOSE}\n{PINNED_DISCLAIMER}"
+    )
+    assert roles_and_text[0] == ("system", pinned_text)
     assert roles_and_text[1] == ("system", SUMMARY_PREFIX + "The user likes blue bikes.")
     assert roles_and_text[2:] == [("user", f"message {i}") for i in range(4)]
     info = context.metadata
     assert (info.pinned_count, info.summary_version, info.summary_last_message_offset) == (2, 5, 9)
     assert info.token_count == (
-        count_tokens(f"{PINNED_HEADER}\n- Name: Ada\n- Plan: pro")
+        count_tokens(pinned_text)
         + count_tokens(SUMMARY_PREFIX + "The user likes blue bikes.")
         + sum(count_tokens(f"message {i}") for i in range(4))
     )
