@@ -1,0 +1,237 @@
+"""`VectorIndex` on a Qdrant server through `qdrant_client.AsyncQdrantClient` (production).
+
+The same layout as the Edge adapter (`layout`): a collection per (environment, account, model),
+named dense vector (cosine) + `sparse` vector with the IDF modifier, keyword payload indexes,
+dense + sparse prefetches fused with RRF, the same visibility filter. Collections are created on
+the first upsert (a concurrent creator is fine). Writes use `wait=True`: the server answers once
+the change is in its WAL.
+
+`QdrantServerIndex(url="http://...")` talks to a server; `QdrantServerIndex(location=":memory:")`
+or `(path=DIR)` runs qdrant-client's local mode (a Python re-implementation, brute force: tests
+only). Connection failures, timeouts and server errors raise `IndexUnavailable`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from collections.abc import Awaitable, Sequence
+from typing import Any, TypeVar
+
+from qdrant_client import AsyncQdrantClient, models
+from qdrant_client.http.exceptions import ApiException, UnexpectedResponse
+
+from memstream.embeddings.base import SparseVector
+from sinks.qdrant.base import CollectionRef, IndexFilter, IndexPoint, IndexUnavailable, ScoredId
+from sinks.qdrant.layout import (
+    DENSE,
+    ENTRY_ID,
+    KEYWORD_FIELDS,
+    RRF_K,
+    SPARSE,
+    collection_name,
+    point_id,
+    prefetch_limit,
+)
+
+T = TypeVar("T")
+
+
+class QdrantServerIndex:
+    """`VectorIndex` over qdrant-client (module doc). Give exactly one of url, location, path."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        location: str | None = None,
+        path: str | None = None,
+        api_key: str | None = None,
+        timeout_s: int = 10,
+    ) -> None:
+        if sum(x is not None for x in (url, location, path)) != 1:
+            raise ValueError("give exactly one of url, location or path")
+        self.description = url or location or f"path={path}"
+        self._client = AsyncQdrantClient(
+            url=url,
+            location=location,
+            path=path,
+            api_key=api_key,
+            timeout=timeout_s,
+            check_compatibility=False,  # no request at construction: errors surface on use
+        )
+        self._known: set[str] = set()
+        self._create_lock = asyncio.Lock()
+
+    # ---- VectorIndex ----
+
+    async def upsert(self, collection: CollectionRef, points: Sequence[IndexPoint]) -> None:
+        """Insert or replace `points`; returns once the server acknowledged them (wait=True)."""
+        if not points:
+            return
+        dims = {len(p.dense) for p in points}
+        if len(dims) != 1:
+            raise ValueError(f"points of one upsert must share the dense size, got sizes {sorted(dims)}")
+        name = await self._ensure(collection, dims.pop())
+        structs = [
+            models.PointStruct(
+                id=point_id(p.entry_id),
+                vector={
+                    DENSE: list(p.dense),
+                    SPARSE: models.SparseVector(indices=list(p.sparse.indices), values=list(p.sparse.values)),
+                },
+                payload={**p.payload, ENTRY_ID: p.entry_id},
+            )
+            for p in points
+        ]
+        await self._guard(self._client.upsert(name, structs, wait=True), name)
+
+    async def delete(self, collection: CollectionRef, entry_ids: Sequence[str]) -> None:
+        """Remove the points of `entry_ids` (unknown ids, or no collection yet, are fine)."""
+        if not entry_ids:
+            return
+        name = await self._existing(collection)
+        if name is None:
+            return
+        selector = models.PointIdsList(points=[point_id(e) for e in entry_ids])
+        await self._guard(self._client.delete(name, selector, wait=True), name)
+
+    async def hybrid_query(
+        self,
+        collection: CollectionRef,
+        dense: Sequence[float],
+        sparse: SparseVector,
+        where: IndexFilter,
+        limit: int,
+    ) -> list[ScoredId]:
+        """Dense + sparse prefetches fused with RRF under `where`; [] if there is no collection."""
+        if limit < 1:
+            return []
+        name = await self._existing(collection)
+        if name is None:
+            return []
+        flt = server_filter(where)
+        candidates = prefetch_limit(limit)
+        prefetch = [models.Prefetch(query=list(dense), using=DENSE, filter=flt, limit=candidates)]
+        if sparse.indices:
+            vector = models.SparseVector(indices=list(sparse.indices), values=list(sparse.values))
+            prefetch.append(models.Prefetch(query=vector, using=SPARSE, filter=flt, limit=candidates))
+        response = await self._guard(
+            self._client.query_points(
+                name,
+                prefetch=prefetch,
+                query=models.RrfQuery(rrf=models.Rrf(k=RRF_K)),
+                query_filter=flt,
+                limit=limit,
+                with_payload=[ENTRY_ID],
+            ),
+            name,
+        )
+        return [ScoredId(entry_id=str((p.payload or {})[ENTRY_ID]), score=p.score) for p in response.points]
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    # ---- extras (tests, rebuild checks) ----
+
+    async def count(self, collection: CollectionRef) -> int:
+        name = await self._existing(collection)
+        if name is None:
+            return 0
+        result = await self._guard(self._client.count(name, exact=True), name)
+        return result.count
+
+    async def points(self, collection: CollectionRef) -> dict[str, dict[str, Any]]:
+        """Every point's payload by entry id (scrolls everything)."""
+        name = await self._existing(collection)
+        if name is None:
+            return {}
+        out: dict[str, dict[str, Any]] = {}
+        offset: Any = None
+        while True:
+            records, offset = await self._guard(
+                self._client.scroll(name, limit=1000, offset=offset, with_payload=True), name
+            )
+            for record in records:
+                payload = dict(record.payload or {})
+                out[str(payload[ENTRY_ID])] = payload
+            if offset is None:
+                return out
+
+    # ---- internals ----
+
+    async def _guard(self, call: Awaitable[T], name: str) -> T:
+        try:
+            return await call
+        except (ApiException, OSError, TimeoutError) as exc:
+            raise IndexUnavailable(f"qdrant {self.description} ({name}): {exc}") from exc
+        except Exception as exc:  # httpx/grpc transport errors surface under their own types
+            if type(exc).__module__.split(".")[0] in ("httpx", "httpcore", "grpc"):
+                raise IndexUnavailable(f"qdrant {self.description} ({name}): {exc}") from exc
+            raise
+
+    async def _existing(self, collection: CollectionRef) -> str | None:
+        name = collection_name(collection)
+        if name in self._known:
+            return name
+        if await self._guard(self._client.collection_exists(name), name):
+            self._known.add(name)
+            return name
+        return None
+
+    async def _ensure(self, collection: CollectionRef, dims: int) -> str:
+        name = collection_name(collection)
+        if name in self._known:
+            return name
+        async with self._create_lock:
+            if await self._existing(collection) is not None:
+                return name
+            try:
+                await self._guard(
+                    self._client.create_collection(
+                        name,
+                        vectors_config={
+                            DENSE: models.VectorParams(size=dims, distance=models.Distance.COSINE)
+                        },
+                        sparse_vectors_config={
+                            SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)
+                        },
+                    ),
+                    name,
+                )
+            except IndexUnavailable as exc:
+                conflict = isinstance(exc.__cause__, UnexpectedResponse) and exc.__cause__.status_code == 409
+                if not conflict:  # 409: another writer created it first
+                    raise
+            with warnings.catch_warnings():  # local mode warns that payload indexes do nothing
+                warnings.simplefilter("ignore")
+                for field in KEYWORD_FIELDS:
+                    await self._guard(
+                        self._client.create_payload_index(
+                            name, field, models.PayloadSchemaType.KEYWORD, wait=True
+                        ),
+                        name,
+                    )
+            self._known.add(name)
+            return name
+
+
+def server_filter(where: IndexFilter) -> models.Filter:
+    """The qdrant-client filter of `where` (see `layout` for the visibility rule)."""
+    shared = models.FieldCondition(key="visibility", match=models.MatchValue(value="shared"))
+    visible: models.FieldCondition | models.Filter = shared
+    if where.user_id is not None:
+        own = models.Filter(
+            must=[
+                models.FieldCondition(key="visibility", match=models.MatchValue(value="private")),
+                models.FieldCondition(key="user_id", match=models.MatchValue(value=where.user_id)),
+            ]
+        )
+        visible = models.Filter(should=[shared, own])
+    must: list[models.Condition] = [
+        models.FieldCondition(key="agent_id", match=models.MatchValue(value=where.agent_id)),
+        visible,
+    ]
+    if where.category is not None:
+        must.append(models.FieldCondition(key="category", match=models.MatchValue(value=where.category)))
+    return models.Filter(must=must)
