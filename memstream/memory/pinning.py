@@ -27,8 +27,8 @@ PINNED_CATEGORY = "user_profile"
 class PinnedCandidates(Protocol):
     """The part of `MemoryService` pinning needs."""
 
-    async def pinned_candidates(self, scope: MemoryScope, now: datetime) -> Sequence[MemoryEntry]:
-        """Entries that may be pinned in `scope` at `now` (a superset is fine: the rule is re-applied)."""
+    async def pinned_candidates(self, scope: MemoryScope, limit: int = PIN_MAX) -> Sequence[MemoryEntry]:
+        """Entries to pin in `scope` now, at most `limit` (the rule is re-applied here all the same)."""
         ...
 
 
@@ -78,8 +78,8 @@ class MemoryPinnedFacts:
 
     async def pinned_entries(self, scope: MemoryScope) -> list[MemoryEntry]:
         """The pinned entries of `scope` now, in display order."""
-        now = self._clock()
-        return select_pinned(await self._service.pinned_candidates(scope, now), scope, now)
+        candidates = await self._service.pinned_candidates(scope, PIN_MAX)
+        return select_pinned(candidates, scope, self._clock())
 
     async def pinned(self, scope: MemoryScope) -> list[PinnedFact]:
         return [to_pinned_fact(entry) for entry in await self.pinned_entries(scope)]

@@ -1,0 +1,179 @@
+"""Recall (`memory_recall`): hybrid index query for ranked ids, then Postgres for the truth.
+
+Phase 1 embeds the query (dense + BM25-style sparse) and asks the vector index for the best
+`limit * OVERFETCH` ids among what the caller may see (the agent's shared entries and, with a
+user, that user's private ones; optionally one category). The index is a projection that may lag,
+so phase 2 fetches the authoritative rows from Postgres (`by_ids`), which re-applies visibility,
+expiry and the filters (category, key prefix): an id the index returns for an entry that is gone,
+expired, changed category or private to someone else is dropped there.
+
+When phase 1 fails (index unavailable, any index or embedding error) or phase 2 keeps nothing,
+the answer comes from the Postgres full-text search (`keyword_search`) instead; `RecallResult.path`
+says which path answered (`"qdrant"` or `"postgres_fts"`) and `fallback_reason` why.
+
+Final score = path score x (0.8 + importance x 0.2), best first. The returned entries' recall
+counters (count, last recalled) are updated. Expiry is judged by the service's clock.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Literal, NamedTuple, Protocol
+
+from memstream.embeddings.base import Embedder, SparseEncoder
+from memstream.errors import InvalidInput
+from memstream.memory.models import CATEGORIES, RECALL_DEFAULT_LIMIT, RECALL_MAX_LIMIT, MemoryEntry
+from memstream.memory.service import ScoredEntry
+from memstream.pinned import MemoryScope
+from sinks.qdrant.base import CollectionRef, IndexFilter, VectorIndex
+
+log = logging.getLogger(__name__)
+
+OVERFETCH = 4
+MAX_INDEX_LIMIT = 100
+MAX_QUERY_CHARS = 2_000
+MAX_KEY_PREFIX_CHARS = 200
+
+RecallPath = Literal["qdrant", "postgres_fts"]
+
+
+class RecallStore(Protocol):
+    """The part of `MemoryService` recall needs (its own clock decides what is expired)."""
+
+    async def by_ids(
+        self,
+        scope: MemoryScope,
+        ids: Sequence[str],
+        *,
+        category: str | None = None,
+        key_prefix: str | None = None,
+    ) -> list[MemoryEntry]: ...
+
+    async def keyword_search(
+        self,
+        scope: MemoryScope,
+        query: str,
+        *,
+        category: str | None = None,
+        key_prefix: str | None = None,
+        limit: int = RECALL_DEFAULT_LIMIT,
+    ) -> Sequence[ScoredEntry]: ...
+
+    async def record_recall(self, scope: MemoryScope, entry_ids: Sequence[str]) -> int: ...
+
+
+class RecallHit(NamedTuple):
+    entry: MemoryEntry
+    score: float
+
+
+class RecallResult(NamedTuple):
+    hits: list[RecallHit]
+    path: RecallPath
+    fallback_reason: str | None = None
+
+
+def boosted(score: float, importance: float) -> float:
+    """The final score: score x (0.8 + importance x 0.2)."""
+    return score * (0.8 + importance * 0.2)
+
+
+def rank(scored: Sequence[tuple[MemoryEntry, float]], limit: int) -> list[RecallHit]:
+    """Hits by boosted score, best first (ties keep the input order), at most `limit`. Pure."""
+    hits = [RecallHit(entry, boosted(score, entry.importance)) for entry, score in scored]
+    order = sorted(range(len(hits)), key=lambda i: (-hits[i].score, i))
+    return [hits[i] for i in order[:limit]]
+
+
+def check_recall_args(query: str, limit: int, category: str | None, key_prefix: str | None) -> str:
+    """The stripped query; InvalidInput naming the field otherwise."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= RECALL_MAX_LIMIT:
+        raise InvalidInput(
+            f"limit must be an integer from 1 to {RECALL_MAX_LIMIT}, got {limit!r}", field="limit"
+        )
+    text = query.strip() if isinstance(query, str) else ""
+    if not text:
+        raise InvalidInput("query must be a non-empty string", field="query")
+    if len(text) > MAX_QUERY_CHARS:
+        raise InvalidInput(f"query is {len(text)} characters; the limit is {MAX_QUERY_CHARS}", field="query")
+    if category is not None and category not in CATEGORIES:
+        raise InvalidInput(
+            f"category must be one of {', '.join(CATEGORIES)}, got {category!r}", field="category"
+        )
+    if key_prefix is not None and not 1 <= len(key_prefix) <= MAX_KEY_PREFIX_CHARS:
+        raise InvalidInput(f"key_prefix must be 1..{MAX_KEY_PREFIX_CHARS} characters", field="key_prefix")
+    return text
+
+
+class Recaller:
+    """Two-phase recall over the vector index and Postgres (see the module doc)."""
+
+    def __init__(
+        self,
+        service: RecallStore,
+        embedder: Embedder,
+        sparse: SparseEncoder,
+        index: VectorIndex,
+        *,
+        model_id: str,
+    ) -> None:
+        self._service = service
+        self._embedder = embedder
+        self._sparse = sparse
+        self._index = index
+        self._model_id = model_id
+
+    async def recall(
+        self,
+        scope: MemoryScope,
+        query: str,
+        *,
+        limit: int = RECALL_DEFAULT_LIMIT,
+        category: str | None = None,
+        key_prefix: str | None = None,
+    ) -> RecallResult:
+        """The best `limit` entries for `query` visible in `scope` (InvalidInput on bad arguments)."""
+        text = check_recall_args(query, limit, category, key_prefix)
+        result = await self._from_index(scope, text, limit, category, key_prefix)
+        if isinstance(result, str) or not result.hits:
+            reason = result if isinstance(result, str) else "the index returned no usable entries"
+            found = await self._service.keyword_search(
+                scope, text, category=category, key_prefix=key_prefix, limit=limit
+            )
+            hits = rank([(item.entry, item.score) for item in found], limit)
+            result = RecallResult(hits=hits, path="postgres_fts", fallback_reason=reason)
+        if result.hits:
+            await self._service.record_recall(scope, [hit.entry.entry_id for hit in result.hits])
+        return result
+
+    async def _from_index(
+        self,
+        scope: MemoryScope,
+        text: str,
+        limit: int,
+        category: str | None,
+        key_prefix: str | None,
+    ) -> RecallResult | str:
+        """Phase 1 + 2; the reason when phase 1 failed (logged)."""
+        collection = CollectionRef(
+            environment=scope.environment, account_id=scope.account_id, model_id=self._model_id
+        )
+        where = IndexFilter(agent_id=scope.agent_id, user_id=scope.user_id, category=category)
+        try:
+            dense = (await self._embedder.embed([text]))[0]
+            sparse = self._sparse.encode_query(text)
+            scored = await self._index.hybrid_query(
+                collection, dense, sparse, where, min(limit * OVERFETCH, MAX_INDEX_LIMIT)
+            )
+        except Exception as exc:
+            reason = f"the index failed: {type(exc).__name__}: {exc}"
+            log.warning("recall: %s; answering from Postgres full-text search", reason)
+            return reason
+        if not scored:
+            return RecallResult(hits=[], path="qdrant")
+        scores = {item.entry_id: item.score for item in scored}
+        entries = await self._service.by_ids(scope, list(scores), category=category, key_prefix=key_prefix)
+        by_id = {entry.entry_id: entry for entry in entries}
+        ordered = [(by_id[i], scores[i]) for i in scores if i in by_id]
+        return RecallResult(hits=rank(ordered, limit), path="qdrant")

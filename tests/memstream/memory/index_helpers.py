@@ -1,0 +1,88 @@
+"""Helpers for the recall/tools/API tests: the real offline embedder and index, and a projection
+of entries into the index done the way the projection processor does it (dense + BM25 sparse,
+the filtering payload)."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Sequence
+from typing import Any
+
+from memstream.embeddings.base import SparseVector
+from memstream.embeddings.offline import OfflineMiniLM
+from memstream.embeddings.sparse import Bm25Sparse
+from memstream.memory.models import MemoryEntry
+from sinks.qdrant.base import CollectionRef, IndexFilter, IndexPoint, IndexUnavailable, ScoredId, VectorIndex
+
+MODEL_ID = "all-MiniLM-L6-v2-int8"
+
+
+def collection(entry: MemoryEntry) -> CollectionRef:
+    return CollectionRef(environment=entry.environment, account_id=entry.account_id, model_id=MODEL_ID)
+
+
+def payload(entry: MemoryEntry, **override: Any) -> dict[str, str | float | int | None]:
+    values: dict[str, str | float | int | None] = {
+        "agent_id": entry.agent_id,
+        "user_id": entry.user_id,
+        "visibility": entry.visibility,
+        "category": entry.category,
+        "key": entry.key,
+        "importance": entry.importance,
+        "expires_at": None if entry.expires_at is None else int(entry.expires_at.timestamp()),
+    }
+    values.update(override)
+    return values
+
+
+async def project(
+    index: VectorIndex,
+    embedder: OfflineMiniLM,
+    sparse: Bm25Sparse,
+    entries: Sequence[MemoryEntry],
+    **payload_override: Any,
+) -> None:
+    """Upsert `entries` into the index (payload fields can be overridden to fake a stale projection)."""
+    dense = await embedder.embed([entry.content for entry in entries])
+    for entry, vector in zip(entries, dense, strict=True):
+        point = IndexPoint(
+            entry_id=entry.entry_id,
+            dense=tuple(vector),
+            sparse=sparse.encode_document(entry.content),
+            payload=payload(entry, **payload_override),
+        )
+        await index.upsert(collection(entry), [point])
+
+
+class DownIndex:
+    """A `VectorIndex` whose server is down: every call raises `IndexUnavailable`."""
+
+    def __init__(self) -> None:
+        self.queries = 0
+
+    async def upsert(self, collection: CollectionRef, points: Sequence[IndexPoint]) -> None:
+        raise IndexUnavailable("connection refused")
+
+    async def delete(self, collection: CollectionRef, entry_ids: Sequence[str]) -> None:
+        raise IndexUnavailable("connection refused")
+
+    async def hybrid_query(
+        self,
+        collection: CollectionRef,
+        dense: Sequence[float],
+        sparse: SparseVector,
+        where: IndexFilter,
+        limit: int,
+    ) -> list[ScoredId]:
+        self.queries += 1
+        raise IndexUnavailable("connection refused")
+
+    async def close(self) -> None:
+        return None
+
+
+def closed_port() -> int:
+    """A local TCP port nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
