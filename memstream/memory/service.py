@@ -41,8 +41,8 @@ import math
 import re
 import unicodedata
 import uuid
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Literal, get_args
 
 import asyncpg
@@ -50,6 +50,7 @@ from pydantic import BaseModel, ConfigDict
 
 from memstream.errors import Conflict, InvalidInput, NotFound
 from memstream.journal.models import check_id
+from memstream.memory.clock import Clock, utc_now
 from memstream.memory.models import (
     CATEGORIES,
     DECAY_AFTER_DAYS,
@@ -70,7 +71,6 @@ from memstream.memory.screening import Screening, SensitiveWithoutUser, screen
 from memstream.pinned import MemoryScope
 from sinks.postgres.memory import MemoryWriteTx, PostgresMemoryStore, Scope
 
-Clock = Callable[[], datetime]
 Outcome = Literal["created", "replaced", "unchanged"]
 
 MAX_KEY_CHARS = 200
@@ -82,10 +82,6 @@ DECAY_MIN_SPACING = timedelta(hours=20)
 """An entry is decayed at most once per daily pass, even when the pass runs twice in a day."""
 DECAY_CATEGORIES: tuple[Category, ...] = ("project_fact", "observation")
 _ENVIRONMENT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def content_hash(content: str) -> str:
@@ -157,6 +153,8 @@ class EntryPage(BaseModel):
 
 
 class ScoredEntry(BaseModel):
+    """A keyword-search hit: the entry and its raw `ts_rank`."""
+
     model_config = ConfigDict(frozen=True)
 
     entry: MemoryEntry
@@ -296,7 +294,7 @@ def _private_fallback_note() -> str:
 class MemoryService:
     """Agent memory over PostgreSQL. `clock` gives the current time (aware), injectable for tests."""
 
-    def __init__(self, pool: asyncpg.Pool, clock: Clock = utcnow) -> None:
+    def __init__(self, pool: asyncpg.Pool, clock: Clock = utc_now) -> None:
         self._store = PostgresMemoryStore(pool)
         self._clock = clock
 
@@ -594,10 +592,12 @@ class MemoryService:
         category: str | None = None,
         key_prefix: str | None = None,
         include_expired: bool = False,
+        now: datetime | None = None,
     ) -> builtins.list[MemoryEntry]:
-        """The entries among `ids` that the caller may see now, live and matching the filters, in the
-        order of `ids` (duplicates once; ids that are missing, invisible, expired or not UUIDs are
-        dropped). Recall's phase 2: the index may be stale, this re-applies the authority."""
+        """The entries among `ids` that the caller may see, live at `now` (default: the clock) and
+        matching the filters, in the order of `ids` (duplicates once; ids that are missing,
+        invisible, expired or not UUIDs are dropped). Recall's phase 2: the index may be stale, this
+        re-applies the authority."""
         s = _scope(scope)
         if category is not None:
             check_category(category)
@@ -614,7 +614,7 @@ class MemoryService:
         found = await self._store.by_ids(
             s,
             wanted,
-            now=self._now(),
+            now=now or self._now(),
             category=category,
             key_prefix=key_prefix,
             include_expired=include_expired,
@@ -629,11 +629,13 @@ class MemoryService:
         category: str | None = None,
         key_prefix: str | None = None,
         limit: int = RECALL_DEFAULT_LIMIT,
+        now: datetime | None = None,
     ) -> builtins.list[ScoredEntry]:
-        """Postgres full-text fallback of recall: visible live entries matching any term of `query`
-        (english stemming; key words count with a lower weight), best `ts_rank` first. The score is
-        the raw ts_rank (recall applies the importance weighting). Empty when nothing matches or the
-        query has only stop words."""
+        """Postgres full-text fallback of recall: entries with their ts_rank, visible and live at `now`
+        matching ANY term of `query` (english stemming; words of the key count with a lower weight),
+        best rank first, at most `limit` (1..100). The score is the raw ts_rank (recall applies the
+        importance weighting). Empty when nothing matches or the query has only stop words. The
+        query is a bound parameter parsed as plain text (`plainto_tsquery`): no operator syntax."""
         s = _scope(scope)
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query must not be empty", field="query")
@@ -648,19 +650,24 @@ class MemoryService:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_SEARCH_LIMIT:
             raise InvalidInput(f"limit must be from 1 to {MAX_SEARCH_LIMIT}, got {limit!r}", field="limit")
         rows = await self._store.keyword_search(
-            s, query, now=self._now(), category=category, key_prefix=key_prefix, limit=limit
+            s, query, now=now or self._now(), category=category, key_prefix=key_prefix, limit=limit
         )
         return [ScoredEntry(entry=row.entry, score=rank) for row, rank in rows]
 
     async def record_recall(
         self, scope: MemoryScope, entry_ids: Sequence[str], *, at: datetime | None = None
     ) -> int:
-        """Count one recall (recall_count + 1, last_recalled_at = `at` or now) on each visible entry
-        among `entry_ids`; returns how many were updated. Not published (no version change)."""
+        """Count one recall on each entry among `entry_ids` visible in `scope`: recall_count + 1,
+        last_recalled_at = `at` (default: the clock; never moved backwards). Returns how many entries
+        were counted. Ids that are not UUIDs or not visible are ignored. Not published (the version
+        does not change): recall counters are not part of the projection's contract."""
         s = _scope(scope)
         ids: builtins.list[uuid.UUID] = []
         for raw in entry_ids:
-            uid = _entry_uuid(raw)
+            try:
+                uid = uuid.UUID(raw)
+            except (ValueError, AttributeError, TypeError):
+                continue
             if uid not in ids:
                 ids.append(uid)
         if not ids:
@@ -668,8 +675,8 @@ class MemoryService:
         return await self._store.record_recall(s, ids, at or self._now())
 
     async def pinned_candidates(self, scope: MemoryScope, limit: int = PIN_MAX) -> builtins.list[MemoryEntry]:
-        """Entries to pin: live, visible, `user_profile`, importance >= PIN_MIN_IMPORTANCE, by
-        importance then recency (updated_at), at most `limit` (1..PIN_MAX)."""
+        """Entries to pin now (the service clock): live, visible, `user_profile`, importance >=
+        PIN_MIN_IMPORTANCE, by importance then recency (updated_at), at most `limit` (1..PIN_MAX)."""
         s = _scope(scope)
         if not 1 <= limit <= PIN_MAX:
             raise InvalidInput(f"limit must be from 1 to {PIN_MAX}, got {limit}", field="limit")

@@ -281,8 +281,8 @@ class MemoryWriteTx:
                 WHERE entry_id IN (
                     SELECT entry_id FROM memory_entries
                     WHERE category = ANY($2::text[]) AND importance > $3::float8
-                      AND coalesce(last_recalled_at, created_at) <= $1 - $5::interval
-                      AND (decayed_at IS NULL OR decayed_at <= $1 - $6::interval)
+                      AND coalesce(last_recalled_at, created_at) <= $1::timestamptz - $5::interval
+                      AND (decayed_at IS NULL OR decayed_at <= $1::timestamptz - $6::interval)
                       AND (expires_at IS NULL OR expires_at > $1)
                     ORDER BY entry_id LIMIT $7 FOR UPDATE SKIP LOCKED)
                 RETURNING {_COLUMNS}""",
@@ -425,10 +425,10 @@ class PostgresMemoryStore:
         return [_stored(row) for row in rows]
 
     async def record_recall(self, scope: Scope, ids: Sequence[uuid.UUID], at: datetime) -> int:
-        """recall_count + 1 and last_recalled_at = at on the visible entries among `ids`."""
+        """recall_count + 1, last_recalled_at = at (never moved back) on the visible entries among ids."""
         result = await self._pool.execute(
             f"""UPDATE memory_entries SET recall_count = recall_count + 1,
-                    last_recalled_at = greatest(last_recalled_at, $6)
+                    last_recalled_at = greatest(last_recalled_at, $6::timestamptz)
                 WHERE {_VISIBLE} AND entry_id = ANY($5::uuid[])""",
             *scope.params,
             list(ids),
