@@ -7,6 +7,13 @@
 3. the window: the last `min(20, metadata.config.max_working_memory_messages)` messages, read
    straight from the journal (`journal.last`), oldest first.
 
+`get_subagent_context(principal, parent_thread_id)` is the context of a sub-agent the thread's
+agent delegates to: the parent's pinned facts (read in the parent thread's scope: its agent and
+user) and nothing else - an empty conversation, no summary (`window_size` 0).
+
+The pinned facts are a snapshot read once per call: the returned context never changes, so a
+store during the turn shows only in the next context.
+
 The three reads run concurrently. There is no cache and no fallback: when the journal (or the
 summary store, or the pinned-facts provider) fails, the call fails with its typed error
 (JournalUnavailable / JournalFenced / SummaryUnavailable) and the API answers 503. The thread
@@ -70,7 +77,9 @@ class ContextInfo(BaseModel):
     thread_id: str
     agent_id: str
     user_id: str | None
-    window_size: int = Field(description="the window limit used: min(20, max_working_memory_messages)")
+    window_size: int = Field(
+        description="the window limit used: min(20, max_working_memory_messages); 0 for a sub-agent context"
+    )
     window_messages: int = Field(description="messages in the window (fewer when the thread is shorter)")
     first_offset: int | None = Field(description="journal offset of the window's first message")
     last_offset: int | None = Field(description="journal offset of the window's last message")
@@ -145,6 +154,19 @@ class ContextReader:
         return assemble(
             thread.thread_id, thread.agent_id, thread.user_id, window_size, facts, summary, window
         )
+
+    async def get_subagent_context(self, principal: Principal, parent_thread_id: str) -> Context:
+        """The context a delegated sub-agent starts with: the parent thread's pinned facts only
+        (NotFound when the caller's account has no such thread)."""
+        thread = await self._threads.get(principal, parent_thread_id)
+        scope = MemoryScope(
+            environment=thread.environment,
+            account_id=thread.account_id,
+            agent_id=thread.agent_id,
+            user_id=thread.user_id,
+        )
+        facts = await self._pinned.pinned(scope)
+        return assemble(thread.thread_id, thread.agent_id, thread.user_id, 0, facts, None, [])
 
 
 def assemble(
