@@ -7,8 +7,10 @@ from fastapi import FastAPI
 import memstream
 from memstream.api.deps import ApiDeps
 from memstream.api.errors import install_error_handlers
+from memstream.api.routes.agents import agents_router
 from memstream.api.routes.context import context_router
 from memstream.api.routes.health import health_router
+from memstream.api.routes.memory import memory_router
 from memstream.api.routes.messages import messages_router
 from memstream.api.routes.threads import threads_router
 
@@ -24,12 +26,20 @@ Thread ids are yours: two accounts using the same id have two separate threads.
 
 **Durability**: an append answers 201 only after the messages are durable. Give every message a
 `message_id` and retry on 503 or network errors: a retry returns the same stored messages.
+
+**Agent memory**: bind `memory` to an agent (`PUT /v1/agents/{agent_id}`), offer the model the
+tools of `GET /v1/agents/{agent_id}/tools`, and run its tool calls with
+`POST /v1/agents/{agent_id}/tools/{tool_name}`. Pinned facts (user_profile entries of importance
+0.7 or more) open every context. `user_id` always says which user you act for: private entries are
+visible only to their user.
 """
 
 TAGS = [
     {"name": "threads", "description": "Threads, their owner (agent, user) and metadata."},
     {"name": "messages", "description": "The durable journal of a thread's messages."},
     {"name": "context", "description": "What the model sees at the start of a turn."},
+    {"name": "agents", "description": "Agents' capability bindings and the tools they offer."},
+    {"name": "memory", "description": "Browse, edit and export an agent's memory entries."},
     {"name": "health", "description": "Probes for orchestrators."},
 ]
 
@@ -48,4 +58,7 @@ def create_app(deps: ApiDeps) -> FastAPI:
     app.include_router(threads_router(deps))
     app.include_router(messages_router(deps))
     app.include_router(context_router(deps))
+    if deps.memory is not None:
+        app.include_router(agents_router(deps, deps.memory))
+        app.include_router(memory_router(deps, deps.memory))
     return app

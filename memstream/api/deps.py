@@ -1,7 +1,10 @@
 """What the API needs, built by the node and injected into `create_app`.
 
 The app opens and closes nothing: the owner of `ApiDeps` opens the pool (and runs the
-migrations) and the journal before serving, and closes them after the server stopped.
+migrations) and the journal before serving, and closes them after the server stopped. The same
+holds for agent memory (`MemoryDeps`): its owner opens the vector index and the embedder, and
+closes the index after the server stopped. Without `memory`, the agent and memory routes are
+absent and contexts have no pinned facts.
 """
 
 from __future__ import annotations
@@ -12,12 +15,53 @@ import asyncpg
 
 from memstream.config import Settings
 from memstream.context import ContextReader
+from memstream.embeddings.base import Embedder, SparseEncoder
 from memstream.journal.base import Journal
+from memstream.memory.agents import AgentService
+from memstream.memory.clock import Clock, utc_now
+from memstream.memory.pinning import MemoryPinnedFacts
+from memstream.memory.recall import Recaller
+from memstream.memory.service import MemoryService
+from memstream.memory.tools import MemoryTools
 from memstream.pinned import NoPinnedFacts, PinnedFactsProvider
 from memstream.summaries import SummaryReader
 from memstream.threads import ThreadService
 from sinks.objectstore.summaries import ObjectStoreSummaryReader
 from sinks.postgres.threads import PostgresThreadStore
+from sinks.qdrant.base import VectorIndex
+
+
+@dataclass
+class MemoryDeps:
+    """Agent memory as the API uses it: the service (Postgres), capability bindings, recall, the
+    tools and the pinned-facts provider."""
+
+    service: MemoryService
+    agents: AgentService
+    recaller: Recaller
+    tools: MemoryTools
+    pinned: MemoryPinnedFacts
+
+    @classmethod
+    def build(
+        cls,
+        pool: asyncpg.Pool,
+        embedder: Embedder,
+        sparse: SparseEncoder,
+        index: VectorIndex,
+        *,
+        clock: Clock = utc_now,
+    ) -> MemoryDeps:
+        """The standard wiring over one pool, embedder, sparse encoder and index. Does no I/O."""
+        service = MemoryService(pool, clock)
+        recaller = Recaller(service, embedder, sparse, index, model_id=embedder.model_id)
+        return cls(
+            service=service,
+            agents=AgentService(pool),
+            recaller=recaller,
+            tools=MemoryTools(service, recaller),
+            pinned=MemoryPinnedFacts(service, clock),
+        )
 
 
 @dataclass
@@ -30,6 +74,7 @@ class ApiDeps:
     threads: ThreadService
     context_reader: ContextReader
     readiness_timeout_s: float = 2.0
+    memory: MemoryDeps | None = None
 
 
 def build_api_deps(
@@ -39,16 +84,22 @@ def build_api_deps(
     *,
     summaries: SummaryReader | None = None,
     pinned: PinnedFactsProvider | None = None,
+    memory: MemoryDeps | None = None,
 ) -> ApiDeps:
-    """The standard wiring: Postgres threads, summaries from `settings.object_store`, no pinned facts yet.
+    """The standard wiring: Postgres threads, summaries from `settings.object_store`, pinned facts
+    from `pinned`, else from agent memory when `memory` is given, else none.
 
     Does no I/O (the object store client connects lazily).
     """
     threads = ThreadService(PostgresThreadStore(pool), journal)
+    if pinned is None:
+        pinned = memory.pinned if memory is not None else NoPinnedFacts()
     reader = ContextReader(
         journal,
         threads,
-        pinned if pinned is not None else NoPinnedFacts(),
+        pinned,
         summaries if summaries is not None else ObjectStoreSummaryReader.from_settings(settings),
     )
-    return ApiDeps(settings=settings, journal=journal, pool=pool, threads=threads, context_reader=reader)
+    return ApiDeps(
+        settings=settings, journal=journal, pool=pool, threads=threads, context_reader=reader, memory=memory
+    )

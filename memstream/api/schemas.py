@@ -8,6 +8,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, WithJsonSchema
 
 from memstream.journal.models import Id, Message, NewMessage
+from memstream.memory.models import Category, MemoryEntry
+from memstream.memory.tools import ToolSpec
 from memstream.threads import MAX_METADATA_BYTES, MAX_WINDOW_MESSAGES, Thread
 
 JsonObject = Annotated[
@@ -157,3 +159,94 @@ class CheckResult(BaseModel):
 class Readiness(BaseModel):
     status: str = Field(description="`ready` or `unavailable`")
     checks: dict[str, CheckResult]
+
+
+# ---- agents and agent memory ----------------------------------------------------------------------
+
+
+class PutAgentRequest(BaseModel):
+    """Replace the agent's capability bindings."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"capabilities": ["memory"]}]})
+
+    capabilities: list[str] = Field(
+        max_length=16,
+        description="the capabilities bound to the agent; `memory` gives it the three memory tools "
+        "(memory_store, memory_recall, memory_forget). An empty list unbinds everything.",
+    )
+
+
+class AgentResponse(BaseModel):
+    agent_id: str
+    capabilities: list[str]
+    tools: list[str] = Field(description="names of the tools the bindings offer")
+
+
+class ToolsResponse(BaseModel):
+    agent_id: str
+    tools: list[ToolSpec] = Field(description="OpenAI function-calling definitions: pass as `tools=`")
+
+
+class InvokeToolRequest(BaseModel):
+    """One tool call of the model: its arguments, and who the agent acts for."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "arguments": {
+                        "key": "user.name",
+                        "content": "The user is Ada.",
+                        "category": "user_profile",
+                    },
+                    "user_id": "user-42",
+                    "thread_id": "conv-2026-001",
+                }
+            ]
+        },
+    )
+
+    arguments: dict[str, JsonValue] | str = Field(
+        default_factory=dict,
+        description="the call's arguments: a JSON object, or its JSON text as the model sent it",
+    )
+    user_id: Id | None = Field(
+        default=None,
+        description="the user the agent acts for (private entries are theirs); with `thread_id`, defaults "
+        "to the thread's user and must match it",
+    )
+    thread_id: Id | None = Field(
+        default=None,
+        description="the thread the call came from (recorded as provenance); must be the agent's",
+    )
+
+
+class InvokeToolResponse(BaseModel):
+    tool: str
+    result: dict[str, Any]
+
+
+class MemoryPage(BaseModel):
+    entries: list[MemoryEntry]
+    next_cursor: str | None = Field(description="pass as `cursor` for the next page; null on the last page")
+
+
+class PatchMemoryRequest(BaseModel):
+    """Fields to change; the result goes through the same screening and capacity rules as a store."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"content": "The user is Ada Lovelace.", "importance": 0.9}]},
+    )
+
+    key: str | None = None
+    content: str | None = None
+    category: Category | None = None
+    importance: float | None = Field(default=None, ge=0.0, le=1.0)
+
+
+class EditResponse(BaseModel):
+    entry: MemoryEntry
+    changed: bool
+    notes: list[str]

@@ -1,0 +1,53 @@
+"""An API with agent memory wired (`memory_client`): real Postgres, offline embedder, Qdrant Edge."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+
+from memstream.api import ApiDeps, build_api_deps, create_app
+from memstream.api.deps import MemoryDeps
+from memstream.config import Settings
+from memstream.embeddings.offline import OfflineMiniLM
+from memstream.embeddings.sparse import Bm25Sparse
+from memstream.journal.store import SlateJournal
+from sinks.qdrant.edge import QdrantEdgeIndex
+
+
+@pytest.fixture(scope="session")
+def offline_embedder() -> OfflineMiniLM:
+    model = OfflineMiniLM()
+    model.load()
+    return model
+
+
+@pytest.fixture
+async def edge_index(tmp_path: Path) -> AsyncIterator[QdrantEdgeIndex]:
+    index = QdrantEdgeIndex(tmp_path / "qdrant")
+    yield index
+    await index.close()
+
+
+@pytest.fixture
+def memory_deps(
+    pool: asyncpg.Pool, offline_embedder: OfflineMiniLM, edge_index: QdrantEdgeIndex
+) -> MemoryDeps:
+    return MemoryDeps.build(pool, offline_embedder, Bm25Sparse(), edge_index)
+
+
+@pytest.fixture
+def memory_api(
+    api_settings: Settings, journal: SlateJournal, pool: asyncpg.Pool, memory_deps: MemoryDeps
+) -> ApiDeps:
+    return build_api_deps(api_settings, journal, pool, memory=memory_deps)
+
+
+@pytest.fixture
+async def memory_client(memory_api: ApiDeps) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=create_app(memory_api))
+    async with httpx.AsyncClient(transport=transport, base_url="http://memstream.test") as client:
+        yield client
