@@ -15,8 +15,17 @@ from streams.runtime.processor import Processor
 
 ProcessorFactory = Callable[[Settings], Processor]
 
-PROCESSORS: Mapping[str, ProcessorFactory] = {}
-"""Registered processors, by name. Empty until the first processors land."""
+
+def _qdrant_projection(settings: Settings) -> Processor:
+    from processors.qdrant_projection import create  # imported on use: it loads the index engines
+
+    return create(settings)
+
+
+PROCESSORS: Mapping[str, ProcessorFactory] = {
+    "qdrant-projection": _qdrant_projection,
+}
+"""Registered processors, by name."""
 
 
 def processor_names(registry: Mapping[str, ProcessorFactory] | None = None) -> list[str]:

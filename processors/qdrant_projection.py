@@ -1,0 +1,197 @@
+"""`qdrant-projection`: the vector index of agent memory, projected from `memory.entries`.
+
+Input: the compacted `memory.entries` topic (key `environment/account_id/entry_id`; value an
+`EntryEvent` JSON for an upsert, null for a delete). Output: points in the collection of
+(environment, account, embedding model) of each entry, upserted or deleted idempotently.
+
+The pure part, `plan(batch, model_id, now)`, turns a batch into `ProjectionPlan`: per entry only
+its latest record of the batch counts (records of one key share a partition and arrive in offset
+order); an upsert whose `expires_at` is already past at `now` becomes a delete (the index never
+holds expired entries; recall re-checks expiry in Postgres anyway). A record that can never be
+applied (bad key, undecodable value, a value whose ids disagree with its key) raises
+`InvalidMessage` and is dead-lettered. The effect, `ProjectionSink.write(plan)`, embeds the
+upserted contents (dense + BM25 sparse) and applies each collection's deletes and upserts; it
+returns once the index made them durable, and re-applying a plan changes nothing.
+
+Replaying the topic from the beginning into an empty index rebuilds exactly the same points: a
+point is a function of the entry's last record only.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from pydantic import ValidationError
+
+from memstream.config import Settings
+from memstream.embeddings.base import Embedder, SparseEncoder
+from memstream.embeddings.factory import build_embedder
+from memstream.embeddings.sparse import Bm25Sparse
+from memstream.memory.models import EntryEvent, MemoryEntry, parse_entry_key
+from sinks.qdrant.base import CollectionRef, IndexPoint, VectorIndex
+from sinks.qdrant.factory import build_index
+from streams.runtime.processor import InvalidMessage, Processor, Record
+
+NAME = "qdrant-projection"
+SOURCE_TOPIC = "memory.entries"
+
+log = logging.getLogger("memstream.qdrant_projection")
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class ProjectionPlan:
+    """What one batch does to the index: per collection, entries to upsert and ids to delete.
+    An entry appears at most once in the whole plan."""
+
+    upserts: dict[CollectionRef, list[MemoryEntry]] = field(default_factory=dict)
+    deletes: dict[CollectionRef, list[str]] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not self.upserts and not self.deletes
+
+
+def decode(record: Record, model_id: str) -> tuple[CollectionRef, str, EntryEvent | None]:
+    """(collection, entry_id, event or None for a tombstone) of `record`; InvalidMessage if bad."""
+    try:
+        key = (record.key or b"").decode("utf-8")
+        environment, account_id, entry_id = parse_entry_key(key)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InvalidMessage(record, f"bad memory.entries key: {exc}") from exc
+    ref = CollectionRef(environment=environment, account_id=account_id, model_id=model_id)
+    if record.value is None:
+        return ref, entry_id, None
+    try:
+        event = EntryEvent.model_validate_json(record.value)
+    except ValidationError as exc:
+        raise InvalidMessage(record, f"bad EntryEvent value: {_first_error(exc)}") from exc
+    entry = event.entry
+    if (entry.environment, entry.account_id, entry.entry_id) != (environment, account_id, entry_id):
+        raise InvalidMessage(
+            record,
+            f"EntryEvent of {entry.environment}/{entry.account_id}/{entry.entry_id} under key {key!r}",
+        ) from ValueError("key and value disagree")
+    return ref, entry_id, event
+
+
+def _first_error(exc: ValidationError) -> str:
+    errors = exc.errors()
+    if not errors:
+        return str(exc)
+    first = errors[0]
+    where = ".".join(str(p) for p in first.get("loc", ())) or "value"
+    return f"{where}: {first.get('msg', 'invalid')} ({len(errors)} error(s))"
+
+
+def plan(batch: Sequence[Record], model_id: str, now: datetime) -> ProjectionPlan:
+    """The pure projection of `batch` (module doc). Raises InvalidMessage for the first bad record."""
+    latest: dict[tuple[CollectionRef, str], EntryEvent | None] = {}
+    for record in batch:
+        ref, entry_id, event = decode(record, model_id)
+        key = (ref, entry_id)
+        latest.pop(key, None)  # re-insert: the dict keeps the order of last occurrence
+        latest[key] = event
+    result = ProjectionPlan()
+    for (ref, entry_id), event in latest.items():
+        if event is None or (event.entry.expires_at is not None and event.entry.expires_at <= now):
+            result.deletes.setdefault(ref, []).append(entry_id)
+        else:
+            result.upserts.setdefault(ref, []).append(event.entry)
+    return result
+
+
+def entry_payload(entry: MemoryEntry) -> dict[str, str | float | int | None]:
+    """The point payload of `entry`: the filter fields and what recall may want without Postgres."""
+    return {
+        "agent_id": entry.agent_id,
+        "user_id": entry.user_id,
+        "visibility": entry.visibility,
+        "category": entry.category,
+        "key": entry.key,
+        "importance": entry.importance,
+        "content_hash": entry.content_hash,
+        "expires_at": int(entry.expires_at.timestamp()) if entry.expires_at is not None else None,
+        "updated_at": entry.updated_at.isoformat(),
+    }
+
+
+class ProjectionSink:
+    """Applies `ProjectionPlan`s to a `VectorIndex` (embedding upserted contents first)."""
+
+    def __init__(self, index: VectorIndex, embedder: Embedder, sparse: SparseEncoder) -> None:
+        self.index = index
+        self.embedder = embedder
+        self.sparse = sparse
+
+    async def write(self, plan: ProjectionPlan) -> None:
+        """Apply `plan`; returns once durable in the index. Idempotent. Errors propagate
+        (`EmbeddingError`, `IndexUnavailable`: the runtime retries the batch)."""
+        entries = [e for group in plan.upserts.values() for e in group]
+        vectors = iter(await self.embedder.embed([e.content for e in entries]) if entries else [])
+        for ref, ids in plan.deletes.items():
+            await self.index.delete(ref, ids)
+        for ref, group in plan.upserts.items():
+            points = [
+                IndexPoint(
+                    entry_id=e.entry_id,
+                    dense=tuple(next(vectors)),
+                    sparse=self.sparse.encode_document(e.content),
+                    payload=entry_payload(e),
+                )
+                for e in group
+            ]
+            await self.index.upsert(ref, points)
+
+
+class QdrantProjection(Processor):
+    """The `qdrant-projection` processor (module doc). `name` may differ for a second consumer
+    group (a rebuild); `clock` decides what is expired."""
+
+    def __init__(
+        self,
+        index: VectorIndex,
+        embedder: Embedder,
+        sparse: SparseEncoder | None = None,
+        *,
+        name: str = NAME,
+        clock: Clock = utc_now,
+        close_index: bool = True,
+    ) -> None:
+        self.name = name
+        self.source_topics = (SOURCE_TOPIC,)
+        self.embedder = embedder
+        self.sink = ProjectionSink(index, embedder, sparse if sparse is not None else Bm25Sparse())
+        self.clock = clock
+        self.close_index = close_index
+
+    def plan(self, batch: Sequence[Record]) -> ProjectionPlan:
+        return plan(batch, self.embedder.model_id, self.clock())
+
+    async def process(self, batch: Sequence[Record]) -> None:
+        result = self.plan(batch)
+        if not result.empty:
+            await self.sink.write(result)
+
+    async def stop(self) -> None:
+        if self.close_index:
+            await self.sink.index.close()
+
+
+def create(settings: Settings, *, index: VectorIndex | None = None) -> QdrantProjection:
+    """The processor for `settings`: `settings.qdrant` and `settings.embedding_model`. Pass the
+    process's `index` when something else in the process uses it too (an Edge shard can be open
+    once per process): the processor then leaves closing it to the caller."""
+    return QdrantProjection(
+        index if index is not None else build_index(settings),
+        build_embedder(settings.embedding_model),
+        close_index=index is None,
+    )

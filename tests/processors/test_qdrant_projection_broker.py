@@ -1,0 +1,206 @@
+"""qdrant-projection on the real broker: produce to memory.entries, project, query, rebuild by replay."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from memstream.config import Settings
+from memstream.embeddings.offline import OfflineMiniLM
+from memstream.embeddings.sparse import Bm25Sparse
+from processors.qdrant_projection import NAME, QdrantProjection, entry_payload
+from sinks.qdrant.base import CollectionRef, IndexFilter
+from sinks.qdrant.edge import QdrantEdgeIndex
+from streams.admin import apply_topics
+from streams.runtime import RuntimeOptions, run_processors
+from streams.runtime.processor import group_id
+from streams.topics import TopicRegistry, default_registry, topic_name
+from tests.processors.projection_support import entry, key_of, value_of
+
+REPLAY = f"{NAME}-replay"
+MODEL = "all-MiniLM-L6-v2-int8"
+
+
+@pytest.fixture
+def settings_(broker: str, topic_prefix: str, tmp_path: Path) -> Settings:
+    return Settings(
+        data_dir=tmp_path / "data",
+        environment="test",
+        topic_prefix=topic_prefix,
+        broker_url=f"kafka://{broker}",
+    )
+
+
+@pytest.fixture
+def options(request: pytest.FixtureRequest) -> RuntimeOptions:
+    """Short timings; Apache Kafka refuses sessions under 6 s. Small batches: latest-wins spans batches."""
+    session = 2.0 if request.node.callspec.params.get("broker", "tansu") == "tansu" else 6.0
+    return RuntimeOptions(
+        batch_size=7,
+        batch_wait_s=0.05,
+        max_attempts=3,
+        backoff_initial_s=0.05,
+        backoff_max_s=0.1,
+        session_timeout_s=session,
+        heartbeat_interval_s=0.5,
+        commit_interval_s=0.5,
+        drain_timeout_s=2.0,
+    )
+
+
+@pytest.fixture
+def registry(settings_: Settings) -> TopicRegistry:
+    reg = default_registry().with_dead_letter(REPLAY)
+    apply_topics(
+        settings_, reg, topics=[reg.get("memory.entries"), reg.dlq_topic(NAME), reg.dlq_topic(REPLAY)]
+    )
+    return reg
+
+
+@pytest.fixture(scope="module")
+def embedder() -> OfflineMiniLM:
+    return OfflineMiniLM()
+
+
+def produce(settings: Settings, records: Sequence[tuple[bytes | None, bytes | None]]) -> dict[int, int]:
+    """Produce `records` to memory.entries; returns the end offset (last + 1) of each partition."""
+    producer = Producer({"bootstrap.servers": settings.broker_bootstrap, "enable.idempotence": True})
+    errors: list[Any] = []
+    ends: dict[int, int] = {}
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+        else:
+            ends[msg.partition()] = max(ends.get(msg.partition(), 0), msg.offset() + 1)
+
+    for key, value in records:
+        producer.produce(topic_name(settings, "memory.entries"), key=key, value=value, on_delivery=delivered)
+    assert producer.flush(30) == 0 and errors == []
+    return ends
+
+
+def caught_up(settings: Settings, processor: str, ends: dict[int, int]) -> bool:
+    """Whether the group committed every record up to `ends` (per partition)."""
+    topic = topic_name(settings, "memory.entries")
+    consumer = Consumer(
+        {"bootstrap.servers": settings.broker_bootstrap, "group.id": group_id(processor, settings)}
+    )
+    try:
+        committed = consumer.committed([TopicPartition(topic, p) for p in ends], timeout=10)
+        return all(tp.offset >= ends[tp.partition] for tp in committed)
+    finally:
+        consumer.close()
+
+
+async def project(
+    settings: Settings,
+    options: RuntimeOptions,
+    registry: TopicRegistry,
+    processor: QdrantProjection,
+    ends: dict[int, int],
+) -> None:
+    """Run `processor` until its group committed the whole topic."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(
+        run_processors([processor], settings, stop, options=options, registry=registry)
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not await asyncio.to_thread(caught_up, settings, processor.name, ends):
+            assert not task.done(), "the processor stopped"
+            assert time.monotonic() < deadline, "timed out"
+            await asyncio.sleep(0.2)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
+async def test_projection_and_rebuild_by_replay(
+    settings_: Settings,
+    options: RuntimeOptions,
+    registry: TopicRegistry,
+    embedder: OfflineMiniLM,
+    tmp_path: Path,
+) -> None:
+    now = datetime.now(UTC)
+    tea = entry(1, "The user prefers green tea.", category="user_profile", importance=0.9)
+    deploy_v1 = entry(2, "Deploys happen on Fridays.")
+    deploy_v2 = deploy_v1.model_copy(update={"content": "Deploys happen on Mondays.", "updated_at": now})
+    forgotten = entry(3, "Obsolete fact.")
+    expired = entry(4, "Short-lived.", category="observation", expires_at=now - timedelta(minutes=5))
+    private = entry(5, "Alice's locker code is 1234.", visibility="private", user_id="alice")
+    globex = entry(6, "Globex runs Oracle.", account="globex")
+    readded = entry(7, "Re-added after a forget.")
+    records: list[tuple[bytes | None, bytes | None]] = [
+        (key_of(tea), value_of(tea)),
+        (key_of(deploy_v1), value_of(deploy_v1)),
+        (key_of(forgotten), value_of(forgotten)),
+        (key_of(expired), value_of(expired)),
+        (key_of(private), value_of(private)),
+        (key_of(globex), value_of(globex)),
+        (key_of(readded), value_of(readded)),
+        (b"not/a/valid/key", b"{}"),  # dead-lettered, the rest goes on
+        (key_of(deploy_v2), value_of(deploy_v2, version=2)),
+        (key_of(forgotten), None),
+        (key_of(readded), None),
+        (key_of(readded), value_of(readded, version=3)),
+        *[(key_of(e), value_of(e)) for e in (entry(100 + n, f"filler fact number {n}") for n in range(20))],
+    ]
+    ends = produce(settings_, records)
+    acme = CollectionRef(environment="test", account_id="acme", model_id=MODEL)
+    globex_ref = CollectionRef(environment="test", account_id="globex", model_id=MODEL)
+    expected = {
+        tea,
+        deploy_v2,
+        private,
+        readded,
+        *(entry(100 + n, f"filler fact number {n}") for n in range(20)),
+    }
+
+    index = QdrantEdgeIndex(tmp_path / "live")
+    try:
+        await project(
+            settings_, options, registry, QdrantProjection(index, embedder, close_index=False), ends
+        )
+        points = await index.points(acme)
+        assert points == {e.entry_id: {**entry_payload(e), "entry_id": e.entry_id} for e in expected}
+        assert set(await index.points(globex_ref)) == {globex.entry_id}
+        sparse = Bm25Sparse()
+        (dense,) = await embedder.embed(["when do we deploy"])
+        found = await index.hybrid_query(
+            acme,
+            dense,
+            sparse.encode_query("when do we deploy"),
+            IndexFilter(agent_id="bot", user_id="bob"),
+            3,
+        )
+        assert found[0].entry_id == deploy_v2.entry_id
+        assert private.entry_id not in {f.entry_id for f in found}
+    finally:
+        await index.close()
+
+    # a new consumer group from the beginning into an empty index: exactly the same points
+    rebuilt = QdrantEdgeIndex(tmp_path / "rebuilt")
+    live = QdrantEdgeIndex(tmp_path / "live")
+    try:
+        await project(
+            settings_,
+            options,
+            registry,
+            QdrantProjection(rebuilt, embedder, name=REPLAY, close_index=False),
+            ends,
+        )
+        for ref in (acme, globex_ref):
+            assert await rebuilt.points(ref) == await live.points(ref)
+        assert len(await rebuilt.points(acme)) == len(expected)
+    finally:
+        await rebuilt.close()
+        await live.close()
