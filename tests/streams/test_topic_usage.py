@@ -163,7 +163,7 @@ OTHER_TOPIC = "compaction.flushed"
 
 def f(settings, producer, consumer, app, prefix):
     topic_name(settings, "journal.messages")
-    topic_name(settings, "memory.entries")
+    topic_name(settings, "compaction.requested")
     settings.topic("journal.message")
     producer.produce("journal.messages", b"v")
     consumer.subscribe([topic_name(settings, "journal.messages"), "raw.topic"])

@@ -54,7 +54,6 @@ def test_canonical_file_ships_with_streams_and_root_links_to_it() -> None:
 def test_shipped_registry_declares_the_journal_topic() -> None:
     registry = load_topics()
     assert registry.names()[0] == "journal.messages"
-    assert "dlq.qdrant-projection" in registry.names()  # shipped processors declare their DLQ
     spec = registry.get("journal.messages")
     assert spec.partitions >= 1 and spec.replication_factor == 1
     assert spec.schema_version == 1
@@ -159,7 +158,7 @@ def test_validate_rejects_bad_payloads(change: Any, where: str) -> None:
 
 def test_validate_unknown_topic_raises() -> None:
     with pytest.raises(UndeclaredTopic):
-        load_topics().validate("memory.entries", {})
+        load_topics().validate("compaction.requested", {})
 
 
 def test_a_model_message_validates() -> None:

@@ -1,0 +1,349 @@
+"""The entries outbox relay: publishes `memory_outbox` rows to `memory.entries`, in seq order.
+
+Contract:
+- Every committed change of an entry wrote one `memory_outbox` row in its own transaction
+  (`sinks.postgres.memory.MemoryWriteTx.publish`), so a committed change is never lost: its row
+  stays in the table until the broker confirmed it.
+- Each round (`run_once`) runs in one Postgres transaction that first takes a transaction-level
+  advisory lock (so at most one relay per database publishes at a time; others find the lock
+  taken and do nothing), reads up to `batch_size` rows in seq order, produces them all (key =
+  `record_key`, value = the EntryEvent JSON, or no value for a tombstone) with an idempotent
+  producer, waits until the broker confirmed EVERY one, and only then deletes those rows and
+  commits. A crash or a delivery failure before the commit leaves the rows in place: they are
+  published again (at-least-once; duplicates are a suffix of the outbox republished in order).
+- Per-entry order: the rows of one entry are in its commit order (each write locks the entry
+  row before inserting its outbox row), one entry = one key = one partition, and the idempotent
+  producer keeps produce order per partition. So the last record of a key is its latest state.
+- `run(stop)` loops until `stop` is set: woken by Postgres `LISTEN memstream_memory_outbox` (a
+  trigger NOTIFYs when a transaction that wrote outbox rows commits), with polling every
+  `poll_interval` as a fallback (and when the listening connection is lost). On a delivery or
+  database error it logs, backs off exponentially up to `max_backoff`, and retries.
+- confluent-kafka calls are synchronous: producing and waiting run in a worker thread.
+
+Logs: `memstream.memory.outbox` (rounds, retries), `memstream.memory.outbox.kafka` (librdkafka).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import Message as KafkaMessage
+
+from memstream.config import Settings
+from memstream.errors import MemstreamError
+from streams.producer import make_producer
+from streams.topics import TopicRegistry, topic_name
+
+log = logging.getLogger("memstream.memory.outbox")
+kafka_log = logging.getLogger("memstream.memory.outbox.kafka")
+
+ENTRIES_TOPIC = "memory.entries"
+NOTIFY_CHANNEL = "memstream_memory_outbox"
+RELAY_LOCK_KEY = int.from_bytes(
+    hashlib.sha256(b"memstream.memory_outbox.relay").digest()[:8], "big", signed=True
+)
+
+
+class OutboxDeliveryError(MemstreamError):
+    """The broker did not confirm every record of a batch; the rows were kept (published again)."""
+
+    code = "outbox_delivery_failed"
+
+
+class OutboxAborted(MemstreamError):
+    """The relay was stopped while a batch was unconfirmed; the rows were kept (published again)."""
+
+    code = "outbox_aborted"
+
+
+@dataclass
+class OutboxStats:
+    """Counters since this relay was created (published counts include republished records)."""
+
+    published: int = 0
+    batches: int = 0
+    failures: int = 0
+    last_error: str | None = None
+
+
+@dataclass(frozen=True)
+class OutboxRecord:
+    seq: int
+    key: bytes
+    value: bytes | None
+
+
+def encode_value(value: Any) -> bytes | None:
+    """The record value of an outbox row's `value` (None -> a tombstone)."""
+    if value is None:
+        return None
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
+class _Batch:
+    def __init__(self, size: int) -> None:
+        self.pending = size
+        self.errors: list[KafkaError] = []
+
+    def on_delivery(self, err: KafkaError | None, msg: KafkaMessage) -> None:
+        self.pending -= 1
+        if err is not None:
+            self.errors.append(err)
+
+
+class EntriesOutboxRelay:
+    """Publishes the memory outbox to `memory.entries`; see the module contract."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        settings: Settings,
+        *,
+        batch_size: int = 500,
+        poll_interval: float = 1.0,
+        max_backoff: float = 5.0,
+        stall_warning_s: float = 10.0,
+        registry: TopicRegistry | None = None,
+        producer_overrides: Mapping[str, Any] | None = None,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self.pool = pool
+        self.settings = settings
+        self.batch_size = batch_size
+        self.poll_interval = poll_interval
+        self.max_backoff = max_backoff
+        self.stall_warning_s = stall_warning_s
+        self.topic = topic_name(settings, ENTRIES_TOPIC, registry=registry)
+        self.stats = OutboxStats()
+        self._registry = registry
+        self._overrides = dict(producer_overrides or {})
+        self._producer: Producer | None = None
+        self._lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._closing = False
+
+    def notify(self) -> None:
+        """Wake a running relay now (normally done by Postgres NOTIFY)."""
+        self._wake.set()
+
+    async def pending(self) -> int:
+        """Outbox rows not yet confirmed on the topic."""
+        return int(await self.pool.fetchval("SELECT count(*) FROM memory_outbox"))
+
+    async def run_once(self) -> int:
+        """Publish one batch and delete its rows; returns how many were published (0 when the
+        outbox is empty or another relay holds the lock). Raises `OutboxDeliveryError` /
+        `OutboxAborted` (rows kept) or the database's errors."""
+        return await self._round(None)
+
+    async def drain(self) -> int:
+        """Publish until the outbox is empty (or another relay holds the lock); returns the count."""
+        total = 0
+        while count := await self.run_once():
+            total += count
+        return total
+
+    async def _round(self, stop: asyncio.Event | None) -> int:
+        cancelled = threading.Event()
+
+        def aborted() -> str | None:
+            if cancelled.is_set():
+                return "cancelled"
+            if stop is not None and stop.is_set():
+                return "stopped"
+            if self._closing:
+                return "closed"
+            return None
+
+        async with self._lock, self.pool.acquire() as conn, conn.transaction():
+            if not await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", RELAY_LOCK_KEY):
+                return 0
+            rows = await conn.fetch(
+                "SELECT seq, record_key, value FROM memory_outbox ORDER BY seq LIMIT $1", self.batch_size
+            )
+            if not rows:
+                return 0
+            batch = [
+                OutboxRecord(row["seq"], row["record_key"].encode("utf-8"), encode_value(row["value"]))
+                for row in rows
+            ]
+            producer = self._ensure_producer()
+            try:
+                await asyncio.to_thread(self._publish, producer, batch, aborted)
+            except asyncio.CancelledError:
+                cancelled.set()
+                self._drop_producer()
+                raise
+            except MemstreamError:
+                self._drop_producer()
+                raise
+            await conn.execute(
+                "DELETE FROM memory_outbox WHERE seq = ANY($1::bigint[])", [r.seq for r in batch]
+            )
+        self.stats.published += len(batch)
+        self.stats.batches += 1
+        return len(batch)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Publish until `stop` is set (see the module contract). Never raises for delivery errors."""
+        listener: asyncpg.pool.PoolConnectionProxy | None = None
+        watcher = asyncio.create_task(self._wake_on(stop))
+        backoff = 0.1
+        try:
+            while not stop.is_set():
+                if listener is None or listener.is_closed():
+                    listener = await self._listen(listener)
+                try:
+                    count = await self._round(stop)
+                except Exception as exc:
+                    if stop.is_set():
+                        break
+                    self.stats.failures += 1
+                    self.stats.last_error = f"{type(exc).__name__}: {exc}"
+                    log.warning(
+                        "outbox relay: publishing to %s failed (%s); the rows are kept, retrying in %.1fs",
+                        self.topic,
+                        self.stats.last_error,
+                        backoff,
+                    )
+                    await self._sleep(stop, backoff)
+                    backoff = min(backoff * 2, self.max_backoff)
+                    continue
+                backoff = 0.1
+                if count < self.batch_size:
+                    await self._sleep(stop, self.poll_interval)
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+            if listener is not None:
+                await self._unlisten(listener)
+            self._drop_producer()
+
+    async def close(self) -> None:
+        """Release the producer. Unconfirmed records are not lost: their rows were not deleted."""
+        self._closing = True
+        try:
+            async with self._lock:
+                self._drop_producer()
+        finally:
+            self._closing = False
+
+    # ---- internals ---------------------------------------------------------------------------------
+
+    def _on_notify(self, *_args: object) -> None:
+        self._wake.set()
+
+    async def _listen(
+        self, previous: asyncpg.pool.PoolConnectionProxy | None
+    ) -> asyncpg.pool.PoolConnectionProxy | None:
+        if previous is not None:
+            await self._unlisten(previous)
+        try:
+            conn = await self.pool.acquire()
+        except Exception as exc:
+            log.warning("outbox relay: cannot LISTEN (%s); polling every %.1fs", exc, self.poll_interval)
+            return None
+        try:
+            await conn.add_listener(NOTIFY_CHANNEL, self._on_notify)
+        except Exception as exc:
+            log.warning("outbox relay: cannot LISTEN (%s); polling every %.1fs", exc, self.poll_interval)
+            await self.pool.release(conn)
+            return None
+        return conn
+
+    async def _unlisten(self, conn: asyncpg.pool.PoolConnectionProxy) -> None:
+        with contextlib.suppress(Exception):
+            if not conn.is_closed():
+                await conn.remove_listener(NOTIFY_CHANNEL, self._on_notify)
+        with contextlib.suppress(Exception):
+            await self.pool.release(conn)
+
+    async def _wake_on(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        self._wake.set()
+
+    async def _sleep(self, stop: asyncio.Event, seconds: float) -> None:
+        if stop.is_set():
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
+        self._wake.clear()
+
+    def _ensure_producer(self) -> Producer:
+        if self._producer is None:
+            self._producer = make_producer(
+                self.settings,
+                client_id="memstream-memory-outbox",
+                registry=self._registry,
+                overrides=self._overrides,
+                logger=kafka_log,
+            )
+        return self._producer
+
+    def _drop_producer(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            producer.purge()
+            producer.flush(0)
+
+    def _publish(
+        self, producer: Producer, batch: Sequence[OutboxRecord], aborted: Callable[[], str | None]
+    ) -> None:
+        """Worker thread: produce `batch`, then wait until every record is confirmed."""
+        state = _Batch(len(batch))
+        for record in batch:
+            while True:
+                try:
+                    producer.produce(self.topic, record.value, record.key, on_delivery=state.on_delivery)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+                    self._check_abort(aborted, state, batch)
+                except KafkaException as exc:
+                    raise OutboxDeliveryError(
+                        f"outbox seq {record.seq} cannot be produced to {self.topic}: {exc}"
+                    ) from None
+        started = warned = time.monotonic()
+        while state.pending > 0:
+            producer.flush(0.2)
+            self._check_abort(aborted, state, batch)
+            now = time.monotonic()
+            if state.pending > 0 and now - warned >= self.stall_warning_s:
+                warned = now
+                log.warning(
+                    "outbox relay: %d of %d records (seq %d..%d) not confirmed by %s after %.0fs; waiting",
+                    state.pending,
+                    len(batch),
+                    batch[0].seq,
+                    batch[-1].seq,
+                    self.settings.broker_bootstrap,
+                    now - started,
+                )
+        if state.errors:
+            raise OutboxDeliveryError(
+                f"{len(state.errors)} of {len(batch)} records (seq {batch[0].seq}..{batch[-1].seq}) were not "
+                f"delivered to {self.topic}: {state.errors[0].str()} (run `memstream topics apply` if the "
+                "topic is missing)"
+            )
+
+    @staticmethod
+    def _check_abort(aborted: Callable[[], str | None], state: _Batch, batch: Sequence[OutboxRecord]) -> None:
+        reason = aborted()
+        if reason is not None:
+            raise OutboxAborted(
+                f"outbox relay {reason} with {state.pending} of {len(batch)} records (seq "
+                f"{batch[0].seq}..{batch[-1].seq}) unconfirmed; they will be published again"
+            )
