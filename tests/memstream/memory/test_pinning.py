@@ -74,7 +74,8 @@ async def test_rule_importance_category_visibility_expiry(
     await profile(service, "fact", 0.9, category="project_fact")
     await profile(service, "seen", 1.0, category="observation")
     await profile(service, "bobs", 1.0, user="bob")
-    await profile(service, "other-agent", 1.0, visibility="shared", user=None)
+    clock.advance(minutes=1)  # newer than "bobs" at the same importance
+    await profile(service, "anon-shared", 1.0, visibility="shared", user=None)
     await service.store(
         scope("alice", agent="bot2"),
         "elsewhere",
@@ -91,13 +92,13 @@ async def test_rule_importance_category_visibility_expiry(
         scope_visibility="shared",
         importance=1,
     )
-    assert [f.key for f in await pinned.pinned(scope("alice"))] == ["other-agent", "shared", "mine"]
-    assert [f.key for f in await pinned.pinned(scope("bob"))] == ["bobs", "other-agent", "shared"]
-    assert [f.key for f in await pinned.pinned(scope(None))] == ["other-agent", "shared"]
+    assert [f.key for f in await pinned.pinned(scope("alice"))] == ["anon-shared", "shared", "mine"]
+    assert [f.key for f in await pinned.pinned(scope("bob"))] == ["anon-shared", "bobs", "shared"]
+    assert [f.key for f in await pinned.pinned(scope(None))] == ["anon-shared", "shared"]
 
-    # user_profile entries do not expire by default; an observation promoted to user_profile keeps none
+    # user_profile entries do not expire by default (the observation "seen" expired, never pinned)
     clock.advance(days=31)
-    assert [f.key for f in await pinned.pinned(scope(None))] == ["other-agent", "shared"]
+    assert [f.key for f in await pinned.pinned(scope(None))] == ["anon-shared", "shared"]
 
 
 @pytest.fixture
