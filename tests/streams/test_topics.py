@@ -54,6 +54,7 @@ def test_canonical_file_ships_with_streams_and_root_links_to_it() -> None:
 def test_shipped_registry_declares_the_journal_topic() -> None:
     registry = load_topics()
     assert registry.names()[0] == "journal.messages"
+    assert "dlq.qdrant-projection" in registry.names()  # shipped processors declare their DLQ
     spec = registry.get("journal.messages")
     assert spec.partitions >= 1 and spec.replication_factor == 1
     assert spec.schema_version == 1
