@@ -163,3 +163,28 @@ async def test_thread_id_gives_provenance_and_the_user(
     await bind(memory_client, keys.globex, "memory")
     foreign = await call(memory_client, keys.globex, "memory_store", STORE, thread_id="t1")
     assert foreign.status_code == 404
+
+
+async def test_context_pins_memory_and_a_subagent_inherits_only_that(
+    memory_client: httpx.AsyncClient, keys: Keys
+) -> None:
+    messages = [{"message_id": "m1", "role": "user", "content": "hello"}]
+    appended = await memory_client.post(
+        "/v1/threads/t1/messages",
+        json={"agent_id": "bot", "user_id": "alice", "messages": messages},
+        headers=keys.acme,
+    )
+    assert appended.status_code == 201
+    await bind(memory_client, keys.acme, "memory")
+    assert (await call(memory_client, keys.acme, "memory_store", STORE, thread_id="t1")).status_code == 200
+
+    context = (await memory_client.get("/v1/threads/t1/context", headers=keys.acme)).json()
+    assert [m["role"] for m in context["messages"]] == ["system", "user"]
+    assert context["messages"][0]["content"].startswith(
+        '<remembered_facts>\n<fact key="user.name">The user is Ada.'
+    )
+    child = (await memory_client.get("/v1/threads/t1/context?as_subagent=true", headers=keys.acme)).json()
+    assert child["messages"] == context["messages"][:1]
+    assert (child["metadata"]["window_messages"], child["metadata"]["pinned_count"]) == (0, 1)
+    foreign = await memory_client.get("/v1/threads/t1/context?as_subagent=true", headers=keys.globex)
+    assert foreign.status_code == 404
