@@ -1,6 +1,5 @@
-"""Helpers for the recall/tools/API tests: the real offline embedder and index, and a projection
-of entries into the index done the way the projection processor does it (dense + BM25 sparse,
-the filtering payload)."""
+"""Helpers for the recall/tools/API tests: entries put into a real index the way the projection
+processor does it (dense + BM25 sparse, its payload), a down index, a closed port."""
 
 from __future__ import annotations
 
@@ -12,6 +11,7 @@ from memstream.embeddings.base import SparseVector
 from memstream.embeddings.offline import OfflineMiniLM
 from memstream.embeddings.sparse import Bm25Sparse
 from memstream.memory.models import MemoryEntry
+from processors.qdrant_projection import entry_payload
 from sinks.qdrant.base import CollectionRef, IndexFilter, IndexPoint, IndexUnavailable, ScoredId, VectorIndex
 
 MODEL_ID = "all-MiniLM-L6-v2-int8"
@@ -22,15 +22,8 @@ def collection(entry: MemoryEntry) -> CollectionRef:
 
 
 def payload(entry: MemoryEntry, **override: Any) -> dict[str, str | float | int | None]:
-    values: dict[str, str | float | int | None] = {
-        "agent_id": entry.agent_id,
-        "user_id": entry.user_id,
-        "visibility": entry.visibility,
-        "category": entry.category,
-        "key": entry.key,
-        "importance": entry.importance,
-        "expires_at": None if entry.expires_at is None else int(entry.expires_at.timestamp()),
-    }
+    """The projection processor's payload of `entry`, with fields overridden (a stale projection)."""
+    values = entry_payload(entry)
     values.update(override)
     return values
 
