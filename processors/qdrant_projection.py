@@ -30,6 +30,7 @@ from memstream.config import Settings
 from memstream.embeddings.base import Embedder, SparseEncoder
 from memstream.embeddings.factory import build_embedder
 from memstream.embeddings.sparse import Bm25Sparse
+from memstream.engines import Engines
 from memstream.memory.models import EntryEvent, MemoryEntry, parse_entry_key
 from sinks.qdrant.base import CollectionRef, IndexPoint, VectorIndex
 from sinks.qdrant.factory import build_index
@@ -186,12 +187,10 @@ class QdrantProjection(Processor):
             await self.sink.index.close()
 
 
-def create(settings: Settings, *, index: VectorIndex | None = None) -> QdrantProjection:
-    """The processor for `settings`: `settings.qdrant` and `settings.embedding_model`. Pass the
-    process's `index` when something else in the process uses it too (an Edge shard can be open
-    once per process): the processor then leaves closing it to the caller."""
-    return QdrantProjection(
-        index if index is not None else build_index(settings),
-        build_embedder(settings.embedding_model),
-        close_index=index is None,
-    )
+def create(settings: Settings, *, engines: Engines | None = None) -> QdrantProjection:
+    """The processor for `settings` (`settings.qdrant`, `settings.embedding_model`). With the
+    process's `engines` (an Edge shard can be open once per process), the index and the model are
+    shared and the caller closes them; without, the processor opens its own and closes them."""
+    if engines is not None:
+        return QdrantProjection(engines.index(), engines.embedder(), engines.sparse(), close_index=False)
+    return QdrantProjection(build_index(settings), build_embedder(settings.embedding_model))

@@ -8,18 +8,24 @@ building the processor from the settings. A processor listed here must also be l
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from memstream.config import Settings
 from streams.runtime.errors import UnknownProcessor
 from streams.runtime.processor import Processor
 
-ProcessorFactory = Callable[[Settings], Processor]
+if TYPE_CHECKING:
+    from memstream.engines import Engines
+
+ProcessorFactory = Callable[[Settings, "Engines | None"], Processor]
+"""Builds a processor. With `engines` (the node), shared engines are used and left open; without
+(a worker alone), the processor builds its own and closes them when it stops."""
 
 
-def _qdrant_projection(settings: Settings) -> Processor:
+def _qdrant_projection(settings: Settings, engines: Engines | None) -> Processor:
     from processors.qdrant_projection import create  # imported on use: it loads the index engines
 
-    return create(settings)
+    return create(settings, engines=engines)
 
 
 PROCESSORS: Mapping[str, ProcessorFactory] = {
@@ -34,7 +40,11 @@ def processor_names(registry: Mapping[str, ProcessorFactory] | None = None) -> l
 
 
 def create_processor(
-    name: str, settings: Settings, *, registry: Mapping[str, ProcessorFactory] | None = None
+    name: str,
+    settings: Settings,
+    *,
+    registry: Mapping[str, ProcessorFactory] | None = None,
+    engines: Engines | None = None,
 ) -> Processor:
     """Build the registered processor `name`; `UnknownProcessor` (listing the names) otherwise."""
     factories = PROCESSORS if registry is None else registry
@@ -42,7 +52,7 @@ def create_processor(
         factory = factories[name]
     except KeyError:
         raise UnknownProcessor(name, list(factories)) from None
-    processor = factory(settings)
+    processor = factory(settings, engines)
     if processor.name != name:
         raise ValueError(
             f"processor factory registered as {name!r} built a processor named {processor.name!r}"

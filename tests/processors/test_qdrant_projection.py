@@ -151,7 +151,26 @@ async def test_processing_a_batch_twice_gives_the_same_index(
     assert private.entry_id not in {f.entry_id for f in found}
 
 
-def test_create_uses_a_shared_index_without_closing_it(tmp_path: Path) -> None:
-    index = QdrantEdgeIndex(tmp_path)
-    processor = create(Settings(data_dir=tmp_path), index=index)
-    assert processor.sink.index is index and not processor.close_index
+def test_a_worker_alone_opens_and_closes_its_own_index(tmp_path: Path) -> None:
+    processor = create(Settings(data_dir=tmp_path))
+    assert isinstance(processor.sink.index, QdrantEdgeIndex) and processor.close_index
+
+
+async def test_with_the_node_engines_the_index_is_shared_and_left_open(tmp_path: Path) -> None:
+    from memstream.engines import Engines
+
+    engines = Engines(Settings(data_dir=tmp_path))
+    processor = create_processor(NAME, Settings(data_dir=tmp_path), engines=engines)
+    assert isinstance(processor, QdrantProjection)
+    assert processor.sink.index is engines.index() and processor.embedder is engines.embedder()
+    await processor.stop()
+    # still open: the processor left the shared index to its owner
+    e = entry(1, "the shared index still takes writes")
+    await processor.sink.write(plan([upsert(e, 1)], MODEL, T0))
+    index = engines.index()
+    assert isinstance(index, QdrantEdgeIndex)
+    assert (
+        await index.count(CollectionRef(environment=e.environment, account_id=e.account_id, model_id=MODEL))
+        == 1
+    )
+    await engines.close()

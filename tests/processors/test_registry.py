@@ -12,7 +12,7 @@ from tests.streams.runtime.support import PgWriter
 
 
 def test_create_processor_builds_the_registered_one() -> None:
-    factories: dict[str, ProcessorFactory] = {"writer": lambda s: PgWriter("writer", s.postgres)}
+    factories: dict[str, ProcessorFactory] = {"writer": lambda s, _e: PgWriter("writer", s.postgres)}
     processor = create_processor("writer", Settings(), registry=factories)
     assert processor.name == "writer"
     assert processor_names(factories) == ["writer"]
@@ -21,7 +21,9 @@ def test_create_processor_builds_the_registered_one() -> None:
 def test_unknown_names_list_what_is_registered() -> None:
     with pytest.raises(UnknownProcessor, match="registered processors: a, b"):
         create_processor(
-            "c", Settings(), registry={"b": lambda s: PgWriter("b", ""), "a": lambda s: PgWriter("a", "")}
+            "c",
+            Settings(),
+            registry={"b": lambda s, _e: PgWriter("b", ""), "a": lambda s, _e: PgWriter("a", "")},
         )
     with pytest.raises(UnknownProcessor, match=r"\(none registered yet\)"):
         create_processor("c", Settings(), registry={})
@@ -29,7 +31,7 @@ def test_unknown_names_list_what_is_registered() -> None:
 
 def test_a_factory_must_build_the_processor_it_is_registered_as() -> None:
     with pytest.raises(ValueError, match="built a processor named 'other'"):
-        create_processor("writer", Settings(), registry={"writer": lambda s: PgWriter("other", "")})
+        create_processor("writer", Settings(), registry={"writer": lambda s, _e: PgWriter("other", "")})
 
 
 def test_every_shipped_processor_has_a_declared_dead_letter_topic() -> None:

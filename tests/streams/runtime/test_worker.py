@@ -19,8 +19,8 @@ from tests.streams.runtime.support import PgWriter, committed, create_effects_ta
 
 def test_run_worker_names_the_registered_processors_for_an_unknown_name() -> None:
     factories: dict[str, ProcessorFactory] = {
-        "beta": lambda s: PgWriter("beta", s.postgres),
-        "alpha": lambda s: PgWriter("alpha", s.postgres),
+        "beta": lambda s, _e: PgWriter("beta", s.postgres),
+        "alpha": lambda s, _e: PgWriter("alpha", s.postgres),
     }
     with pytest.raises(UnknownProcessor, match=r"'nope'; registered processors: alpha, beta") as raised:
         run_worker("nope", Settings(), processors=factories)
@@ -51,7 +51,7 @@ def test_run_worker_runs_until_sigterm(
         rt_settings,
         options=rt_options,
         registry=registry,
-        processors={"writer": lambda s: PgWriter("writer", s.postgres)},
+        processors={"writer": lambda s, _e: PgWriter("writer", s.postgres)},
     )
     watcher.join(5)
     assert seen == list(range(20))

@@ -1,0 +1,48 @@
+"""The process's single instances of the in-process engines and models.
+
+An embedded Qdrant Edge shard (and, later, a chdb data path) can be open only once per process,
+and loading an embedding model twice wastes memory. The node builds one `Engines` and hands it to
+everything that needs them: the API (recall) and the processors (projection). Each is built on
+first use; `close()` closes what was built.
+"""
+
+from __future__ import annotations
+
+from memstream.config import Settings
+from memstream.embeddings.base import Embedder
+from memstream.embeddings.factory import build_embedder
+from memstream.embeddings.sparse import Bm25Sparse
+from sinks.qdrant.base import VectorIndex
+from sinks.qdrant.factory import build_index
+
+
+class Engines:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._index: VectorIndex | None = None
+        self._embedder: Embedder | None = None
+        self._sparse: Bm25Sparse | None = None
+
+    def index(self) -> VectorIndex:
+        if self._index is None:
+            self._index = build_index(self.settings)
+        return self._index
+
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = build_embedder(self.settings.embedding_model)
+        return self._embedder
+
+    def sparse(self) -> Bm25Sparse:
+        if self._sparse is None:
+            self._sparse = Bm25Sparse()
+        return self._sparse
+
+    async def close(self) -> None:
+        index, self._index = self._index, None
+        if index is not None:
+            await index.close()
+        embedder, self._embedder = self._embedder, None
+        close = getattr(embedder, "close", None)
+        if close is not None:
+            await close()
