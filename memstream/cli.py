@@ -112,6 +112,15 @@ def init() -> None:
     click.echo(apply_topics(settings, load_topics()).render())
 
 
+@main.command()
+def hygiene() -> None:
+    """Run one agent-memory hygiene pass now: expire due entries, decay idle ones."""
+    from memstream.memory.hygiene import hygiene_once
+
+    report = asyncio.run(hygiene_once(load_settings()))
+    click.echo(f"expired {report.expired} entries, decayed {report.decayed} entries")
+
+
 @main.command("config")
 def show_config() -> None:
     """Print the resolved configuration (credentials masked)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+from datetime import time
 from pathlib import Path
 from typing import Any, Literal
 
@@ -119,6 +120,8 @@ class Settings(BaseSettings):
 
     chat_model: ModelSettings = ModelSettings()
     embedding_model: ModelSettings = ModelSettings(model="all-MiniLM-L6-v2-int8")
+
+    hygiene_at: time = Field(default=time(3, 0), description="UTC time of the daily memory hygiene pass")
 
     # journal tuning
     journal_flush_interval_ms: int = 2

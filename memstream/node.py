@@ -1,8 +1,10 @@
-"""The node: one process hosting the HTTP API, the journal's single writer, the relay and the processors.
+"""The node: one process hosting the HTTP API, the journal's single writer, the relays and the processors.
 
 Start-up order: Postgres schema, topics (topics.yaml), the journal (this fences any previous
 writer), the relay (resuming from its durable cursor; from seq 0 when the broker lost the journal
-topic, as the memory-only embedded broker does on restart), the processors, then the API.
+topic, as the memory-only embedded broker does on restart), the agent-memory outbox relay, the
+processors (sharing the process's single index and embedding model with recall: `Engines`), the
+daily hygiene pass, then the API.
 Shutdown runs the other way round: the API stops taking appends, the relay publishes what is
 durable, processors commit what is done, the journal and the pool close.
 """
@@ -19,11 +21,15 @@ import asyncpg
 import uvicorn
 
 from memstream.api.app import create_app
-from memstream.api.deps import build_api_deps
+from memstream.api.deps import MemoryDeps, build_api_deps
 from memstream.config import Settings
+from memstream.engines import Engines
 from memstream.journal.base import Journal
 from memstream.journal.models import Message, NewMessage, ThreadRef
 from memstream.journal.store import SlateJournal
+from memstream.memory.clock import utc_now
+from memstream.memory.hygiene import run_daily
+from memstream.memory.outbox import EntriesOutboxRelay
 from memstream.relay import JOURNAL_TOPIC, Relay
 from processors.registry import create_processor, processor_names
 from sinks.postgres.migrations import migrate
@@ -122,17 +128,24 @@ async def _serve(
         )
         await relay.rewind(0)
     api_journal: Journal = NotifyingJournal(journal, relay)
-    app = create_app(build_api_deps(settings, api_journal, pool))
+    engines = Engines(settings)
+    memory = MemoryDeps.build(pool, engines.embedder(), engines.sparse(), engines.index())
+    app = create_app(build_api_deps(settings, api_journal, pool, memory=memory))
     server = _NodeServer(
         uvicorn.Config(app, host=settings.api_host, port=settings.api_port, log_level="info", lifespan="off")
     )
-    processors = [create_processor(name, settings) for name in processor_names()]
+    processors = [create_processor(name, settings, engines=engines) for name in processor_names()]
+    entries_relay = EntriesOutboxRelay(pool, settings)
 
     components_stop = asyncio.Event()
     api = asyncio.create_task(server.serve(), name="api")
     components = [
         asyncio.create_task(relay.run(components_stop), name="relay"),
+        asyncio.create_task(entries_relay.run(components_stop), name="memory-outbox-relay"),
         asyncio.create_task(run_processors(processors, settings, components_stop), name="processors"),
+        asyncio.create_task(
+            run_daily(memory.service, utc_now, components_stop, at=settings.hygiene_at), name="hygiene"
+        ),
     ]
     stopper = asyncio.create_task(stop.wait(), name="stop")
     try:
@@ -149,6 +162,8 @@ async def _serve(
         stopper.cancel()
         results = await asyncio.gather(*components, return_exceptions=True)
         await relay.close()
+        await entries_relay.close()
+        await engines.close()
     errors = [r for r in results if isinstance(r, Exception)]
     if errors and not stop.is_set():
         raise errors[0]
