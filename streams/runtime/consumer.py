@@ -1,11 +1,19 @@
 """A faust consumer that commits only offsets the runtime has marked processed.
 
-Faust commits the offsets of "acked" messages, and faust itself acks some messages that no
+Faust turns "acked" offsets into the offsets it commits, and faust itself acks messages that no
 processor saw: a stream acks the messages it skips while flow control is suspended or that carry a
-stale rebalance generation. If such an ack lands right after the last processed offset of a
-partition, faust commits past a record that was never processed. `CommitGuardConsumer.ack`
-ignores every ack of a message the runtime did not `mark_processed` first, so a committed offset
-always means "every record before it in this partition was processed".
+stale rebalance generation, and once the batch loop's `noack_take` generator is closed (after a
+crash, or while stopping) the stream's background drainer goes back to acking every message it
+still pulls from the topic. That last path runs in faust's Cython stream iterator, which writes
+the consumer's ack bookkeeping directly instead of calling `Consumer.ack`, so guarding `ack` alone
+is not enough.
+
+`CommitGuardConsumer` therefore enforces the rule where faust turns acks into a commit offset:
+`_new_offset(tp)` first drops every acked offset the runtime did not `mark_processed`, whichever
+path acked it, then lets faust find the first run of consecutive offsets (and skipped offset
+gaps) as usual. `ack` still refuses unprocessed messages, so they are not even marked acked on
+the ordinary path. A committed offset thus always means "every record before it in this
+partition was processed".
 """
 
 from __future__ import annotations
@@ -20,23 +28,41 @@ log = logging.getLogger("memstream.runtime")
 
 
 class CommitGuardConsumer(faust_aiokafka.Consumer):
-    """The aiokafka-driver consumer of faust, with acks limited to processed messages."""
+    """The aiokafka-driver consumer of faust, committing only processed offsets (module doc)."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)
-        self._processed: set[tuple[TP, int]] = set()
+        self._processed: dict[TP, set[int]] = {}
 
     def mark_processed(self, messages: Iterable[Message]) -> None:
-        """Allow the next ack of each of `messages` (their effects are durable)."""
-        self._processed.update((message.tp, message.offset) for message in messages)
+        """Allow `messages` to be acked and committed (their effects are durable)."""
+        for message in messages:
+            self._processed.setdefault(message.tp, set()).add(message.offset)
 
     def ack(self, message: Message) -> bool:
-        key = (message.tp, message.offset)
-        if key not in self._processed:
+        if message.offset not in self._processed.get(message.tp, ()):
             log.debug("ignored faust's ack of unprocessed %s@%d", message.tp, message.offset)
             return False
-        self._processed.discard(key)
         return bool(super().ack(message))
+
+    def _new_offset(self, tp: TP) -> int | None:
+        """The offset to commit for `tp`, from processed offsets only (None: nothing to commit)."""
+        processed = self._processed.get(tp, set())
+        acked = self._acked[tp]
+        unprocessed = [offset for offset in acked if offset not in processed]
+        if unprocessed:
+            log.debug("dropped faust's acks of unprocessed %s offsets %s", tp, unprocessed)
+            acked[:] = [offset for offset in acked if offset in processed]
+            self._acked_index[tp].difference_update(unprocessed)
+        offset: int | None = super()._new_offset(tp)
+        if offset is not None and processed:
+            self._processed[tp] = {done for done in processed if done >= offset}
+        return offset
+
+    async def on_partitions_revoked(self, revoked: set[TP]) -> None:
+        for tp in revoked:
+            self._processed.pop(tp, None)
+        await super().on_partitions_revoked(revoked)
 
 
 class CommitGuardTransport(faust_aiokafka.Transport):

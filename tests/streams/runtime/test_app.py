@@ -51,3 +51,28 @@ async def test_faust_cannot_ack_a_message_the_runtime_did_not_process(
         assert message.acked is True
     finally:
         await runtime.stop()
+
+
+def test_offsets_acked_behind_the_guards_back_are_never_committed(tmp_path: Path) -> None:
+    """faust's Cython stream iterator acks by appending to the consumer's ack lists directly,
+    without `Consumer.ack`; the guard drops those offsets when faust computes what to commit."""
+    settings = Settings(data_dir=tmp_path, topic_prefix="t1.", broker_url="kafka://h1:9092")
+    consumer = build_app(PgWriter("writer", "postgresql://unused"), settings).consumer
+    assert isinstance(consumer, CommitGuardConsumer)
+    tp = TP("t1.journal.messages", 0)
+
+    def message(offset: int) -> Message:
+        return Message(tp.topic, tp.partition, offset, time.time(), 0, [], b"k", b"v", None, tp=tp)
+
+    def ack_like_the_cython_iterator(*offsets: int) -> None:
+        for offset in offsets:
+            consumer._acked_index[tp].add(offset)
+            consumer._acked[tp].append(offset)
+
+    consumer.mark_processed(message(offset) for offset in range(3))
+    ack_like_the_cython_iterator(0, 1, 2, 3, 4, 5)  # 3..5 never reached the processor
+    assert consumer._new_offset(tp) == 3
+    assert consumer._new_offset(tp) is None  # the unprocessed acks are gone for good
+    consumer.mark_processed([message(3), message(4)])
+    ack_like_the_cython_iterator(3, 4)
+    assert consumer._new_offset(tp) == 5
