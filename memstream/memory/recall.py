@@ -13,6 +13,11 @@ says which path answered (`"qdrant"` or `"postgres_fts"`) and `fallback_reason` 
 
 Final score = path score x (0.8 + importance x 0.2), best first. The returned entries' recall
 counters (count, last recalled) are updated. Expiry is judged by the service's clock.
+
+Limit: default `RECALL_DEFAULT_LIMIT` (5), capped at `RECALL_MAX_LIMIT` (20): a larger limit is
+not an error, it answers with at most 20 entries and says so (`RecallResult.limit` is the limit
+applied, `RecallResult.note` explains the cap). A limit below 1, or not an integer, is
+`InvalidInput` (field `limit`).
 """
 
 from __future__ import annotations
@@ -72,6 +77,23 @@ class RecallResult(NamedTuple):
     hits: list[RecallHit]
     path: RecallPath
     fallback_reason: str | None = None
+    limit: int = RECALL_DEFAULT_LIMIT
+    """The limit applied (the requested one, capped at RECALL_MAX_LIMIT)."""
+    note: str | None = None
+    """Set when the requested limit was capped."""
+
+
+def effective_limit(limit: int) -> tuple[int, str | None]:
+    """(the limit applied, a note when it was capped): `limit` capped at RECALL_MAX_LIMIT.
+    InvalidInput (field `limit`) when it is not an integer >= 1."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidInput(f"limit must be an integer of at least 1, got {limit!r}", field="limit")
+    if limit > RECALL_MAX_LIMIT:
+        return RECALL_MAX_LIMIT, (
+            f"limit {limit} was capped at {RECALL_MAX_LIMIT}: recall returns at most "
+            f"{RECALL_MAX_LIMIT} entries"
+        )
+    return limit, None
 
 
 def boosted(score: float, importance: float) -> float:
@@ -86,12 +108,8 @@ def rank(scored: Sequence[tuple[MemoryEntry, float]], limit: int) -> list[Recall
     return [hits[i] for i in order[:limit]]
 
 
-def check_recall_args(query: str, limit: int, category: str | None, key_prefix: str | None) -> str:
-    """The stripped query; InvalidInput naming the field otherwise."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= RECALL_MAX_LIMIT:
-        raise InvalidInput(
-            f"limit must be an integer from 1 to {RECALL_MAX_LIMIT}, got {limit!r}", field="limit"
-        )
+def check_recall_args(query: str, category: str | None, key_prefix: str | None) -> str:
+    """The stripped query; InvalidInput naming the field otherwise (the limit: `effective_limit`)."""
     text = query.strip() if isinstance(query, str) else ""
     if not text:
         raise InvalidInput("query must be a non-empty string", field="query")
@@ -133,8 +151,10 @@ class Recaller:
         category: str | None = None,
         key_prefix: str | None = None,
     ) -> RecallResult:
-        """The best `limit` entries for `query` visible in `scope` (InvalidInput on bad arguments)."""
-        text = check_recall_args(query, limit, category, key_prefix)
+        """The best `limit` entries (capped at 20, see the module doc) for `query` visible in
+        `scope` (InvalidInput on bad arguments)."""
+        limit, note = effective_limit(limit)
+        text = check_recall_args(query, category, key_prefix)
         result = await self._from_index(scope, text, limit, category, key_prefix)
         if isinstance(result, str) or not result.hits:
             reason = result if isinstance(result, str) else "the index returned no usable entries"
@@ -145,7 +165,7 @@ class Recaller:
             result = RecallResult(hits=hits, path="postgres_fts", fallback_reason=reason)
         if result.hits:
             await self._service.record_recall(scope, [hit.entry.entry_id for hit in result.hits])
-        return result
+        return result._replace(limit=limit, note=note)
 
     async def _from_index(
         self,

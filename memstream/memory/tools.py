@@ -11,7 +11,8 @@ Results are plain JSON objects for the model:
 - `memory_store`: the effective visibility (`private` asked without a user is stored `shared`, and
   credentials/PII force `private`; the result says so in `note`), and what happened (`created`,
   `replaced`, `unchanged`);
-- `memory_recall`: `path` (`qdrant` or `postgres_fts`) and the entries with their final scores;
+- `memory_recall`: `path` (`qdrant` or `postgres_fts`), the `limit` applied (a limit above 20 is
+  capped at 20, with a `note`; below 1 is an error) and the entries with their final scores;
 - `memory_forget`: what was removed.
 """
 
@@ -101,7 +102,8 @@ class StoreArgs(_Args):
 
 class RecallArgs(_Args):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
-    limit: int = Field(default=RECALL_DEFAULT_LIMIT, ge=1, le=RECALL_MAX_LIMIT)
+    limit: int = Field(default=RECALL_DEFAULT_LIMIT, ge=1)
+    """Capped at RECALL_MAX_LIMIT by the recaller (not an error)."""
     category: Category | None = None
     key_prefix: str | None = Field(default=None, min_length=1, max_length=MAX_KEY_PREFIX_CHARS)
 
@@ -226,10 +228,10 @@ RECALL_SPEC = ToolSpec(
                 "limit": {
                     "type": "integer",
                     "minimum": 1,
-                    "maximum": RECALL_MAX_LIMIT,
                     "default": RECALL_DEFAULT_LIMIT,
-                    "description": f"How many facts to return (1-{RECALL_MAX_LIMIT}, "
-                    f"default {RECALL_DEFAULT_LIMIT}).",
+                    "description": f"How many facts to return (default {RECALL_DEFAULT_LIMIT}); at "
+                    f"most {RECALL_MAX_LIMIT} are returned, a larger value is capped at "
+                    f"{RECALL_MAX_LIMIT}.",
                 },
                 "category": {
                     "type": "string",
@@ -293,11 +295,15 @@ def entry_view(entry: MemoryEntry) -> dict[str, Any]:
 
 
 def recall_view(result: RecallResult) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "path": result.path,
+        "limit": result.limit,
         "count": len(result.hits),
         "results": [{**entry_view(hit.entry), "score": round(hit.score, 6)} for hit in result.hits],
     }
+    if result.note is not None:
+        out["note"] = result.note
+    return out
 
 
 # ---- invocation -------------------------------------------------------------------------------

@@ -111,15 +111,15 @@ async def test_recall_ranks_by_boosted_index_score(
     assert [h.score for h in result.hits] == sorted((h.score for h in result.hits), reverse=True)
 
 
-async def test_limit_bounds_and_default(
+async def test_limit_default_cap_and_bounds(
     service: MemoryService, embedder: OfflineMiniLM, sparse: Bm25Sparse, index: VectorIndex
 ) -> None:
-    entries = [await store(service, f"tea.{i}", f"Green tea fact number {i}.") for i in range(7)]
+    entries = [await store(service, f"tea.{i}", f"Green tea fact number {i}.") for i in range(22)]
     await project(index, embedder, sparse, entries)
     recaller = recaller_of(service, embedder, sparse, index)
-    for bad in (0, 21, -1, True):
+    for bad in (0, -1, True, 2.5):
         with pytest.raises(InvalidInput) as err:
-            await recaller.recall(ALICE, "green tea", limit=bad)
+            await recaller.recall(ALICE, "green tea", limit=bad)  # type: ignore[arg-type]
         assert err.value.field == "limit"
     with pytest.raises(InvalidInput) as err:
         await recaller.recall(ALICE, "   ")
@@ -127,8 +127,16 @@ async def test_limit_bounds_and_default(
     with pytest.raises(InvalidInput) as err:
         await recaller.recall(ALICE, "tea", category="diary")
     assert err.value.field == "category"
-    assert len((await recaller.recall(ALICE, "green tea")).hits) == 5
-    assert len((await recaller.recall(ALICE, "green tea", limit=20)).hits) == 7
+    default = await recaller.recall(ALICE, "green tea")
+    assert (len(default.hits), default.limit, default.note) == (5, 5, None)
+    twenty = await recaller.recall(ALICE, "green tea", limit=20)
+    assert (len(twenty.hits), twenty.limit, twenty.note) == (20, 20, None)
+    for above in (21, 1000):  # capped at 20, not an error, and said so
+        capped = await recaller.recall(ALICE, "green tea", limit=above)
+        assert (len(capped.hits), capped.limit) == (20, 20)
+        assert capped.note is not None and f"limit {above} was capped at 20" in capped.note
+    down = await recaller_of(service, embedder, sparse, DownIndex()).recall(ALICE, "green tea", limit=21)
+    assert (down.path, len(down.hits), down.limit) == ("postgres_fts", 20, 20)
     assert len((await recaller.recall(ALICE, "green tea", limit=1)).hits) == 1
 
 

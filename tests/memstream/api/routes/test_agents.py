@@ -109,9 +109,14 @@ async def test_store_recall_forget_over_http(
     assert "shared" in anonymous.json()["result"]["notes"][0]
 
     bad = await call(
-        memory_client, keys.acme, "memory_recall", {"query": "name", "limit": 21}, user_id="alice"
+        memory_client, keys.acme, "memory_recall", {"query": "name", "limit": 0}, user_id="alice"
     )
     assert bad.status_code == 422 and bad.json()["error"]["field"] == "arguments.limit"
+    capped = await call(
+        memory_client, keys.acme, "memory_recall", {"query": "name", "limit": 21}, user_id="alice"
+    )
+    assert capped.status_code == 200
+    assert capped.json()["result"]["limit"] == 20 and "capped at 20" in capped.json()["result"]["note"]
     screened = await call(
         memory_client,
         keys.acme,
