@@ -15,7 +15,11 @@ Rules of `store` (the issue's, exactly):
   existing row is returned with outcome `unchanged` (importance/category/expiry are NOT updated:
   use `edit`). Same key + different content: the entry is replaced in place (same entry_id and
   created_at; content, category, importance, expiry, source replaced; recall counters kept) and
-  capacity is not checked. An expired entry with the same key is replaced whatever its content.
+  capacity is not checked: the replacement does not add an entry. Except when it does add one to
+  a category's live count - a replacement that moves the entry into another category, or that
+  revives an expired entry - which is checked like a new entry (as `edit` does), so capacity
+  cannot be bypassed by replacing. An expired entry with the same key is replaced whatever its
+  content.
 - A new entry is checked against capacity (`LIMITS`): live entries of the agent in the category
   (`per_agent`) and live entries written by the user in it (`per_user`, only when there is a
   user); `CapacityExceeded` names the limit and the numbers.
@@ -347,8 +351,12 @@ class MemoryService:
             if expires_at is None and cat == "observation":
                 expires_at = now + timedelta(days=OBSERVATION_TTL_DAYS)
             if existing is not None:
-                if not _live(existing.entry, now):
+                live = _live(existing.entry, now)
+                if not live:
                     notes.append("the previous entry with this key had expired; it was replaced")
+                if not live or existing.entry.category != cat:
+                    # the replacement adds one to the live count of `cat`: it needs room there
+                    await self._check_capacity(tx, s, cat, existing.entry.author_user_id, now)
                 replacement = existing.entry.model_copy(
                     update={
                         "content": content,

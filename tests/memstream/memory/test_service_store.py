@@ -167,6 +167,34 @@ async def test_replace_skips_capacity(service: MemoryService, pool: asyncpg.Pool
     assert replaced.outcome == "replaced"
 
 
+async def test_replace_into_a_full_category_or_reviving_an_expired_entry_checks_capacity(
+    service: MemoryService, pool: asyncpg.Pool, clock: FakeClock
+) -> None:
+    """A replacement that adds to a category's live count is checked like a new entry."""
+    moved = await service.store(scope(), "k", "v1", "project_fact", scope_visibility="shared")
+    await _fill(pool, agent="bot", category="user_profile", count=100, author=None)
+    before = await outbox(pool)
+    with pytest.raises(CapacityExceeded) as info:
+        await service.store(scope(), "k", "v2", "user_profile", scope_visibility="shared")
+    assert (info.value.limit_name, info.value.category) == ("per_agent", "user_profile")
+    assert await outbox(pool) == before
+    assert (await service.get(scope(), moved.entry.entry_id)).category == "project_fact"
+    # same category: a plain replacement, never checked
+    again = await service.store(scope(), "k", "v2", "project_fact", scope_visibility="shared")
+    assert again.outcome == "replaced"
+
+    # an expired observation revived by a replacement counts again: per user here
+    seen = await service.store(scope(), "o", "seen once", "observation", scope_visibility="private")
+    clock.advance(days=31)
+    await _fill(pool, agent="bot", category="observation", count=100, author="alice")
+    with pytest.raises(CapacityExceeded) as info:
+        await service.store(scope(), "o", "seen twice", "observation", scope_visibility="private")
+    assert (info.value.limit_name, info.value.limit) == ("per_user", 100)
+    await pool.execute("DELETE FROM memory_entries WHERE key LIKE 'fill-alice-%' AND key <> 'fill-alice-1'")
+    revived = await service.store(scope(), "o", "seen twice", "observation", scope_visibility="private")
+    assert revived.outcome == "replaced" and revived.entry.entry_id == seen.entry.entry_id
+
+
 async def test_expired_entries_do_not_count(
     service: MemoryService, pool: asyncpg.Pool, clock: FakeClock
 ) -> None:
