@@ -2,9 +2,11 @@
 
 Two outcomes for text about to be stored (content, and the key):
 - **rejected** (`ScreeningRejected`, naming the pattern): prompt-injection shapes that must never be
-  replayed into a prompt - "ignore previous instructions" and its variants, "you are now ...", a
-  line starting with `system:`, zero-width characters, bidirectional override characters, and
-  curl/wget invocations carrying credentials (auth headers, `-u user:pass`, `--oauth2-bearer`...);
+  replayed into a prompt - "ignore previous instructions" and its variants ("disregard all prior
+  rules", "forget your instructions", "ignore everything above"...), "you are now ...", a line
+  starting with `system:` (after any line break, carriage return and U+2028 included), zero-width
+  characters, bidirectional override characters, and curl/wget invocations carrying credentials
+  (auth headers, `-u user:pass`, `--oauth2-bearer`...);
 - **sensitive** (`find_sensitive` returns the pattern names): credentials and personal data (API
   keys and tokens, password assignments, private keys, card numbers (Luhn-checked), IBANs
   (mod-97-checked), e-mail addresses, phone numbers). Sensitive text is not rejected: the caller
@@ -49,14 +51,25 @@ _QUANT = r"(?:(?:all|any|the|your|my|of|every|these|those|each)\s+)"
 _QUALIFIER = r"(?:previous|prior|above|earlier|preceding|foregoing|former|past|initial|original|system)"
 _NOUN = r"(?:instructions?|rules?|prompts?|directions?|directives?|guidelines?|guidance|commands?|orders?)"
 
+_OWN_NOUN = r"(?:instructions?|rules?|prompts?|directives?|guidelines?|guidance|programming|system\s+prompt)"
+_EARLIER = (
+    r"(?:above|before\s+this|earlier|previously|so\s+far"
+    r"|(?:you(?:'ve|\u2019ve|\s+have|\s+were|\s+have\s+been)\s+(?:been\s+)?(?:told|given)))"
+)
+
 _IGNORE_PREVIOUS = re.compile(
     rf"\b{_VERBS}\s+{_QUANT}*(?:{_QUALIFIER}\s+{_NOUN}"  # ignore (all) (the) previous instructions
     rf"|(?:all|any|every)\s+{_NOUN}"  # ignore all instructions
-    rf"|{_NOUN}\s+(?:above|before|given\s+(?:above|before|earlier)))\b",  # ignore the rules above
+    rf"|{_NOUN}\s+(?:above|before|given\s+(?:above|before|earlier)))\b"  # ignore the rules above
+    rf"|\b{_VERBS}\s+(?:all\s+)?your\s+(?:{_QUALIFIER}\s+)?{_OWN_NOUN}\b"  # forget your rules
+    rf"|\b{_VERBS}\s+(?:everything|anything|all)\s+(?:(?:written|said|stated)\s+)?{_EARLIER}",
     re.IGNORECASE,
 )
 _YOU_ARE_NOW = re.compile(r"\byou(?:\s+are|'re|\u2019re)\s+now\b", re.IGNORECASE)
-_LEADING_SYSTEM = re.compile(r"^[ \t\r\f\v]*system[ \t]*:", re.IGNORECASE | re.MULTILINE)
+_LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+"""Every character that starts a new line somewhere (str.splitlines' set): `system:` after any of
+them is at a line start for whoever renders the text."""
+_LEADING_SYSTEM = re.compile(rf"(?:^|(?<=[{_LINE_BREAKS}]))[ \t]*system[ \t]*:", re.IGNORECASE)
 _ZERO_WIDTH = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
 _BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
