@@ -26,7 +26,8 @@ DEFAULT_MODEL = "text-embedding-3-small"
 
 
 class OpenAIEmbedder:
-    """`Embedder` over an OpenAI-compatible API (module doc). `model_id` is the model name."""
+    """`Embedder` over an OpenAI-compatible API (module doc). `model_id` is the model name (with
+    the size when shortened: the index collection is keyed by it)."""
 
     def __init__(
         self,
@@ -58,6 +59,11 @@ class OpenAIEmbedder:
 
     @property
     def model_id(self) -> str:
+        """The model name; `name@dims` when the vectors are shortened (`dimensions=` below the
+        model's native size), so that collections of different sizes never share a name."""
+        native = KNOWN_DIMENSIONS.get(self._model)
+        if native is not None and self._dimensions != native:
+            return f"{self._model}@{self._dimensions}"
         return self._model
 
     @property

@@ -107,6 +107,28 @@ async def test_request_shape_and_unit_vectors_in_input_order(server: FakeServer)
         assert got == pytest.approx([x / norm for x in raw])
 
 
+async def test_shortened_vectors_have_their_own_model_id_and_collection() -> None:
+    from sinks.qdrant.base import CollectionRef
+    from sinks.qdrant.layout import collection_name
+
+    native = OpenAIEmbedder("text-embedding-3-small", api_key="k")
+    short = OpenAIEmbedder("text-embedding-3-small", api_key="k", dimensions=512)
+    same = OpenAIEmbedder("text-embedding-3-small", api_key="k", dimensions=1536)
+    custom = OpenAIEmbedder("my-local-model", api_key="k", dimensions=768)
+    try:
+        assert (native.model_id, native.dimensions) == ("text-embedding-3-small", 1536)
+        assert (short.model_id, short.dimensions) == ("text-embedding-3-small@512", 512)
+        assert same.model_id == native.model_id
+        assert custom.model_id == "my-local-model"
+        refs = [
+            CollectionRef(environment="test", account_id="acme", model_id=m.model_id) for m in (native, short)
+        ]
+        assert collection_name(refs[0]) != collection_name(refs[1])  # 1536 and 512 never share one
+    finally:
+        for model in (native, short, same, custom):
+            await model.close()
+
+
 @pytest.mark.parametrize("status", [429, 500, 503])
 async def test_rate_limits_and_server_errors_are_retried(server: FakeServer, status: int) -> None:
     server.script = [lambda body: (status, {"error": {"message": "slow down", "type": "x"}})] * 2
