@@ -1,8 +1,9 @@
 """MemoryService: the one write path of agent memory, and the reads the other parts need.
 
 Both writers (the agent's Memory tools and the pre-compaction flush) call `store`/`forget`; the
-HTTP browse/edit endpoints call `list`/`get`/`edit`; recall calls `by_ids`, `keyword_search` and
-`record_recall`; pinning calls `pinned_candidates`; hygiene calls `expire_due` and `decay`.
+HTTP browse/edit endpoints call `list`/`get`/`edit`/`forget_entry`; recall calls `by_ids`,
+`keyword_search` and `record_recall`; pinning calls `pinned_candidates`; hygiene calls
+`expire_due` and `decay`.
 
 Rules of `store` (the issue's, exactly):
 - `scope_visibility="private"` with no authenticated user (`scope.user_id is None`) stores a
@@ -463,6 +464,20 @@ class MemoryService:
                     await tx.publish([existing.entry])
                     return ForgetResult(forgotten=True, entry=existing.entry)
         return ForgetResult(forgotten=False)
+
+    async def forget_entry(self, scope: MemoryScope, entry_id: str) -> MemoryEntry:
+        """Delete the entry `entry_id` when the caller may see it (expired or not), in one
+        transaction with its tombstone; returns the deleted entry. NotFound otherwise. Deleting by
+        id (not by key) never removes another entry that took the key meanwhile."""
+        s = _scope(scope)
+        uid = _entry_uuid(entry_id)
+        async with self._store.writing(s.environment, s.account_id, s.agent_id) as tx:
+            current = await tx.get_visible(s, uid)
+            if current is None:
+                raise NotFound(f"memory entry {entry_id} does not exist or is not visible to this caller")
+            await tx.delete(current.entry.entry_id)
+            await tx.publish([current.entry])
+        return current.entry
 
     async def edit(
         self,

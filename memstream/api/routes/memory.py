@@ -150,9 +150,7 @@ def memory_router(deps: ApiDeps, memory: MemoryDeps) -> APIRouter:
     ) -> Response:
         """Delete the entry (404 when the caller cannot see it). The deletion reaches the index
         through the entries topic like every change."""
-        scope = memory_scope(caller, agent_id, user_id)
-        entry = await service.get(scope, entry_id, include_expired=True)
-        await service.forget(scope, entry.key, visibility=entry.visibility)
+        await service.forget_entry(memory_scope(caller, agent_id, user_id), entry_id)
         return Response(status_code=status.HTTP_204_NO_CONTENT)
 
     return router

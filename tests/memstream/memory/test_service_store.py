@@ -7,7 +7,7 @@ from datetime import timedelta
 import asyncpg
 import pytest
 
-from memstream.errors import InvalidInput
+from memstream.errors import InvalidInput, NotFound
 from memstream.memory.models import LIMITS, EntryEvent, Provenance, entry_key
 from memstream.memory.screening import ScreeningRejected, SensitiveWithoutUser
 from memstream.memory.service import CapacityExceeded, ContentTooLong, MemoryService, content_hash
@@ -353,3 +353,22 @@ async def test_a_failing_write_leaves_neither_entry_nor_outbox_row(
         await service.forget(scope(), "k")
     assert await pool.fetchval("SELECT count(*) FROM memory_entries") == 1
     assert len(await outbox(pool)) == 1
+
+
+async def test_forget_entry_by_id_is_scoped_and_publishes_a_tombstone(
+    service: MemoryService, pool: asyncpg.Pool, clock: FakeClock
+) -> None:
+    mine = await service.store(scope(), "k", "mine", "observation", scope_visibility="private")
+    for other in (scope("bob"), scope(None), scope(agent="bot2"), scope(account="globex"), scope(env="prod")):
+        with pytest.raises(NotFound):
+            await service.forget_entry(other, mine.entry.entry_id)
+    with pytest.raises(InvalidInput):
+        await service.forget_entry(scope(), "not-a-uuid")
+    clock.advance(days=31)  # expired entries can still be deleted
+    gone = await service.forget_entry(scope(), mine.entry.entry_id)
+    assert gone == mine.entry
+    rows = await outbox(pool)
+    assert rows[-1]["record_key"] == entry_key("test", "acme", mine.entry.entry_id)
+    assert rows[-1]["value"] is None and len(rows) == 2
+    with pytest.raises(NotFound):
+        await service.forget_entry(scope(), mine.entry.entry_id)

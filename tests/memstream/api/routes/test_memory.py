@@ -178,6 +178,41 @@ async def test_delete_is_scoped(
     assert await keys_of(memory_client, keys.acme, "?user_id=bob") == ["team.lang", "user.diet"]
 
 
+async def test_delete_removes_that_entry_not_a_newer_one_with_its_key(
+    memory_client: httpx.AsyncClient,
+    keys: Keys,
+    seeded: dict[str, MemoryEntry],
+    memory_deps: MemoryDeps,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A writer that forgets the entry and stores a new one under its key while the DELETE runs:
+    the DELETE names an entry id, so the newer entry survives (404: that entry is gone)."""
+    service = memory_deps.service
+    old = seeded["shared"]
+    real_get, real_forget_entry = service.get, service.forget_entry
+
+    async def interleave() -> None:
+        await service.forget(scope(None), old.key)
+        await put(memory_deps, old.key, user=None, visibility="shared", content="the newer entry")
+
+    async def get_then_race(*args: Any, **kwargs: Any) -> MemoryEntry:
+        found = await real_get(*args, **kwargs)
+        await interleave()
+        return found
+
+    async def race_then_forget_entry(*args: Any, **kwargs: Any) -> MemoryEntry:
+        await interleave()
+        return await real_forget_entry(*args, **kwargs)
+
+    monkeypatch.setattr(service, "get", get_then_race)
+    monkeypatch.setattr(service, "forget_entry", race_then_forget_entry)
+    response = await memory_client.delete(f"/v1/agents/bot/memory/{old.entry_id}", headers=keys.acme)
+    assert response.status_code == 404
+    monkeypatch.undo()
+    newer = (await service.list(scope(None), key_prefix=old.key)).entries
+    assert [e.content for e in newer] == ["the newer entry"] and newer[0].entry_id != old.entry_id
+
+
 async def test_export_is_json_lines_and_respects_visibility(
     memory_client: httpx.AsyncClient, keys: Keys, seeded: dict[str, MemoryEntry], memory_deps: MemoryDeps
 ) -> None:
