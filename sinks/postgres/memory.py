@@ -413,13 +413,14 @@ class PostgresMemoryStore:
     async def pinned(
         self, scope: Scope, *, now: datetime, min_importance: float, limit: int
     ) -> list[StoredEntry]:
-        """Live visible user_profile entries with importance >= min_importance, by importance then recency."""
+        """Live visible user_profile entries with importance >= min_importance, by importance then
+        recency; exact ties by entry_id descending, as `memstream.memory.pinning.select_pinned`."""
         where = _Where(scope)
         where.filters(now=now, category="user_profile")
         where.add(f"importance >= {where.arg(min_importance)}")
         rows = await self._pool.fetch(
             f"""SELECT {_COLUMNS} FROM memory_entries WHERE {where.sql}
-                ORDER BY importance DESC, updated_at DESC, entry_id LIMIT {where.arg(limit)}""",
+                ORDER BY importance DESC, updated_at DESC, entry_id DESC LIMIT {where.arg(limit)}""",
             *where.params,
         )
         return [_stored(row) for row in rows]

@@ -12,7 +12,7 @@ from memstream.context import SUMMARY_PREFIX, ContextReader
 from memstream.journal.models import NewMessage
 from memstream.journal.store import SlateJournal
 from memstream.memory.models import MemoryEntry
-from memstream.memory.pinning import MemoryPinnedFacts
+from memstream.memory.pinning import MemoryPinnedFacts, select_pinned
 from memstream.memory.service import MemoryService
 from memstream.pinned import PINNED_CLOSE, PINNED_DISCLAIMER, PINNED_OPEN
 from memstream.threads import ThreadService
@@ -20,7 +20,7 @@ from sinks.objectstore.summaries import ObjectStoreSummaryReader, open_object_st
 from sinks.postgres.threads import PostgresThreadStore
 
 from ..summary_files import write_summary
-from .helpers import FakeClock, scope
+from .helpers import START, FakeClock, scope
 
 ACME = Principal(account_id="acme", environment="test", key_id="key_a")
 
@@ -180,3 +180,15 @@ async def test_subagent_inherits_pinned_facts_only(
         1,
     )
     assert (info.thread_id, info.agent_id, info.user_id) == ("parent", "bot", "alice")
+
+
+async def test_exact_ties_at_the_cap_are_broken_the_same_way_in_sql_and_in_python(
+    service: MemoryService, pinned: MemoryPinnedFacts
+) -> None:
+    """Eleven candidates with the same importance and updated_at (the clock does not move): the
+    ten Postgres keeps are the ten the pure rule keeps, in the same order."""
+    everything = [await profile(service, f"t{i}", 0.8) for i in range(11)]
+    facts = await pinned.pinned(scope("alice"))
+    assert [f.fact_id for f in facts] == [
+        e.entry_id for e in select_pinned(everything, scope("alice"), START)
+    ]
