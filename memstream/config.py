@@ -109,6 +109,7 @@ class Settings(BaseSettings):
     postgres_dsn: SecretStr | None = None
     redis_url: SecretStr | None = None
     qdrant_url: str | None = Field(default=None, description="edge://DIR (embedded) or http(s)://host:port")
+    qdrant_api_key: SecretStr | None = Field(default=None, description="API key of a Qdrant server")
     clickhouse_dsn: SecretStr | None = Field(default=None, description="chdb:///DIR or http(s)://...")
     object_store_url: str | None = Field(default=None, description="file:///DIR or s3://bucket/prefix")
     journal_url: str | None = Field(default=None, description="file:///DIR or s3://bucket/prefix")
