@@ -12,7 +12,8 @@ from sinks.qdrant.server import QdrantServerIndex
 
 def build_index(settings: Settings) -> VectorIndex:
     """`edge://DIR` -> `QdrantEdgeIndex(DIR)` (embedded default, under the data dir);
-    `http://` / `https://` -> `QdrantServerIndex(url, api_key=settings.qdrant_api_key)`. ValueError for any other scheme."""
+    `http://` / `https://` -> `QdrantServerIndex(url, api_key=settings.qdrant_api_key)`.
+    ValueError for any other scheme."""
     url = settings.qdrant
     if url.startswith("edge://"):
         root = url.removeprefix("edge://")
