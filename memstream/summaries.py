@@ -1,9 +1,19 @@
-"""A thread's rolling summary: the stored model and the reader interface.
+"""A thread's rolling summary: the stored model and the reader, writer and cache interfaces.
 
-The summarizer (a later component) writes one `summary.json` per thread to object storage under
-`summary_key(...)`; the context reader only reads it. The object is the authority: a reader adds
-no fallback of its own. A summary that exists but cannot be read or parsed raises
-`SummaryUnavailable` (never silently dropped: the context would lose the conversation's past).
+The summarizer writes a thread's summaries to object storage (`SummaryWriter`): every version as
+its own immutable object `summary_version_key(...)` and the latest as `summary.json` under
+`summary_key(...)`; the context reader only reads (`SummaryReader`). The object store is the
+authority: a reader adds no fallback of its own. A summary that exists but cannot be read or
+parsed raises `SummaryUnavailable` (never silently dropped: the context would lose the
+conversation's past).
+
+Versions are optimistic: `SummaryWriter.write(..., expected_version=N)` succeeds only when the
+stored version is N (None: no summary yet) and the new summary is version N + 1; otherwise it
+raises `SummaryVersionConflict` and writes nothing. Two racing writers can never both win, and the
+visible version never goes backwards.
+
+A `SummaryCache` (Redis) holds only derived state: it may miss, never shows an older version than
+it was last given, and never raises.
 """
 
 from __future__ import annotations
@@ -13,7 +23,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from memstream.errors import MemstreamError
+from memstream.errors import Conflict, MemstreamError
 from memstream.journal.models import ThreadRef
 
 
@@ -21,6 +31,28 @@ class SummaryUnavailable(MemstreamError):
     """A summary exists but could not be read (storage error) or parsed (corrupt object)."""
 
     code = "summary_unavailable"
+
+
+class SummaryVersionConflict(Conflict):
+    """The write's version check failed: nothing was written.
+
+    `current_version` is the stored version seen by the check (None: no summary exists). The
+    caller re-reads the current summary (`SummaryWriter.current`) and decides whether its work is
+    still needed; it never retries the same write blindly.
+    """
+
+    code = "summary_version_conflict"
+
+    def __init__(self, message: str, *, current_version: int | None) -> None:
+        super().__init__(message)
+        self.current_version = current_version
+
+
+class SummaryWriteFailed(MemstreamError):
+    """The object store failed during a write (after retries). The write may or may not have taken
+    effect: re-read `SummaryWriter.current` before trying again."""
+
+    code = "summary_write_failed"
 
 
 class Summary(BaseModel):
@@ -42,6 +74,16 @@ def summary_key(account_id: str, agent_id: str, thread_id: str) -> str:
     return f"accounts/{account_id}/agents/{agent_id}/threads/{thread_id}/summary.json"
 
 
+def summary_version_key(account_id: str, agent_id: str, thread_id: str, version: int) -> str:
+    """The immutable object holding one version of a thread's summary (next to `summary.json`)."""
+    return f"accounts/{account_id}/agents/{agent_id}/threads/{thread_id}/summary.v{version}.json"
+
+
+def summarization_lock_name(thread: ThreadRef, agent_id: str) -> str:
+    """The name of the lock a summarizer holds (with a lease) while it summarizes a thread."""
+    return f"summarize/{thread.environment}/{thread.account_id}/{agent_id}/{thread.thread_id}"
+
+
 def parse_summary(raw: bytes, key: str) -> Summary:
     """Parse a stored summary; SummaryUnavailable naming the key when it is not valid."""
     try:
@@ -59,4 +101,42 @@ class SummaryReader(Protocol):
 
         Raises SummaryUnavailable when one exists but cannot be read.
         """
+        ...
+
+
+class SummaryWriter(Protocol):
+    async def current(self, thread: ThreadRef, agent_id: str) -> Summary | None:
+        """The thread's latest summary as the store decides it (the highest version written), or
+        None. The starting point of a summarizer: write the next one with
+        `expected_version=current.version` (None when there is none).
+
+        Raises SummaryUnavailable when it cannot be read.
+        """
+        ...
+
+    async def write(
+        self, thread: ThreadRef, agent_id: str, new: Summary, *, expected_version: int | None
+    ) -> Summary:
+        """Store `new` as the thread's next summary; returns it once it is durable and visible to
+        readers.
+
+        `expected_version=None` requires that no summary exists and `new.version == 1`; otherwise the
+        stored version must equal `expected_version` and `new.version == expected_version + 1`.
+        Anything else raises SummaryVersionConflict and writes nothing. Of writers racing with the
+        same `expected_version`, exactly one succeeds. Re-sending the exact same `new` after an
+        unknown outcome succeeds again (idempotent). Raises SummaryWriteFailed when the store fails.
+        """
+        ...
+
+
+class SummaryCache(Protocol):
+    """Derived, best-effort copies of summaries (Redis). No method raises: an unavailable cache is
+    a miss on `get` and a deferred update on `put`."""
+
+    async def get(self, thread: ThreadRef, agent_id: str) -> Summary | None:
+        """The cached summary, or None on a miss (or when the cache is unavailable)."""
+        ...
+
+    async def put(self, thread: ThreadRef, agent_id: str, summary: Summary) -> None:
+        """Cache `summary` unless the cache already holds the same or a newer version."""
         ...

@@ -1,0 +1,270 @@
+"""The versioned summary writer against real stores: a local directory and S3 (moto server)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import obstore
+import pytest
+from pydantic import SecretStr
+
+from memstream.config import S3Settings
+from memstream.embedded.process import free_port
+from memstream.journal.models import ThreadRef
+from memstream.summaries import (
+    Summary,
+    SummaryVersionConflict,
+    SummaryWriteFailed,
+    summary_key,
+    summary_version_key,
+)
+from sinks.objectstore.summaries import ObjectStoreSummaryReader, ObjectStoreSummaryWriter, open_object_store
+
+THREAD = ThreadRef(environment="test", account_id="acme", thread_id="t1")
+POINTER = summary_key("acme", "bot", "t1")
+
+
+def make(version: int, content: str = "", *, offset: int | None = None) -> Summary:
+    return Summary(
+        version=version,
+        timestamp=datetime(2026, 11, 29, 10, 0, version % 60, tzinfo=UTC),
+        last_message_offset=offset if offset is not None else version * 10,
+        last_message_id=f"m{version * 10}",
+        content=content or f"summary version {version}",
+        token_count=4,
+        message_count=version * 10,
+    )
+
+
+@pytest.fixture(params=["local", "s3"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    if request.param == "local":
+        return open_object_store(f"file://{tmp_path / 'objects'}")
+    bucket: str = request.getfixturevalue("s3_bucket")
+    s3: S3Settings = request.getfixturevalue("s3_settings")
+    return open_object_store(f"s3://{bucket}/memstream", s3)
+
+
+@pytest.fixture
+def writer(store: Any) -> ObjectStoreSummaryWriter:
+    return ObjectStoreSummaryWriter(store)
+
+
+@pytest.fixture
+def reader(store: Any) -> ObjectStoreSummaryReader:
+    return ObjectStoreSummaryReader(store)
+
+
+async def keys_of(store: Any, folder: str = "accounts/acme/agents/bot/threads/t1") -> list[str]:
+    listing = await obstore.list_with_delimiter_async(store, folder)
+    return sorted(o["path"].rsplit("/", 1)[1] for o in listing["objects"])
+
+
+async def raw(store: Any, key: str) -> dict[str, Any]:
+    result = await obstore.get_async(store, key)
+    loaded: dict[str, Any] = json.loads(bytes(await result.bytes_async()))
+    return loaded
+
+
+async def test_first_write_then_updates(
+    writer: ObjectStoreSummaryWriter, reader: ObjectStoreSummaryReader, store: Any
+) -> None:
+    assert await writer.current(THREAD, "bot") is None
+    assert await writer.write(THREAD, "bot", make(1), expected_version=None) == make(1)
+    assert await reader.read(THREAD, "bot") == make(1)
+    assert await writer.write(THREAD, "bot", make(2), expected_version=1) == make(2)
+    assert await reader.read(THREAD, "bot") == make(2)
+    assert await writer.current(THREAD, "bot") == make(2)
+    assert await keys_of(store) == ["summary.json", "summary.v1.json", "summary.v2.json"]
+    # summary.json is the canonical copy of the latest version, readable on its own
+    assert (await raw(store, POINTER))["version"] == 2
+    assert (await raw(store, summary_version_key("acme", "bot", "t1", 1)))["content"] == "summary version 1"
+    # other agents, accounts and threads (also a thread whose id extends this one's) are separate
+    assert await reader.read(THREAD, "other-bot") is None
+    assert (
+        await reader.read(ThreadRef(environment="test", account_id="globex", thread_id="t1"), "bot") is None
+    )
+    assert (
+        await writer.current(ThreadRef(environment="test", account_id="acme", thread_id="t10"), "bot") is None
+    )
+
+
+@pytest.mark.parametrize(
+    ("expected", "version", "current"),
+    [
+        (None, 3, 2),  # a summary exists: "none yet" is stale
+        (1, 2, 2),  # stale expected version
+        (1, 3, 2),  # stale, skipping ahead
+        (2, 2, 2),  # new version must be expected + 1
+        (2, 4, 2),  # no gaps
+        (5, 6, 2),  # expects a version that does not exist yet
+    ],
+)
+async def test_conflicts_write_nothing(
+    writer: ObjectStoreSummaryWriter,
+    store: Any,
+    expected: int | None,
+    version: int,
+    current: int,
+) -> None:
+    await writer.write(THREAD, "bot", make(1), expected_version=None)
+    await writer.write(THREAD, "bot", make(2), expected_version=1)
+    before = (await keys_of(store), await raw(store, POINTER))
+    with pytest.raises(SummaryVersionConflict, match="expected version") as caught:
+        await writer.write(THREAD, "bot", make(version, "rogue"), expected_version=expected)
+    assert caught.value.current_version == current
+    assert caught.value.code == "summary_version_conflict"
+    assert (await keys_of(store), await raw(store, POINTER)) == before
+    assert await writer.current(THREAD, "bot") == make(2)
+
+
+async def test_first_write_must_be_version_1(writer: ObjectStoreSummaryWriter, store: Any) -> None:
+    with pytest.raises(SummaryVersionConflict) as caught:
+        await writer.write(THREAD, "bot", make(2), expected_version=None)
+    assert caught.value.current_version is None
+    assert await keys_of(store) == []
+
+
+async def test_racing_writers_exactly_one_wins(writer: ObjectStoreSummaryWriter, store: Any) -> None:
+    await writer.write(THREAD, "bot", make(1), expected_version=None)
+
+    async def attempt(i: int) -> Summary | SummaryVersionConflict:
+        try:
+            return await writer.write(THREAD, "bot", make(2, f"writer {i}"), expected_version=1)
+        except SummaryVersionConflict as exc:
+            return exc
+
+    results = await asyncio.gather(*(attempt(i) for i in range(10)))
+    winners = [r for r in results if isinstance(r, Summary)]
+    conflicts = [r for r in results if isinstance(r, SummaryVersionConflict)]
+    assert len(winners) == 1 and len(conflicts) == 9
+    assert all(c.current_version == 2 for c in conflicts)
+    assert await writer.current(THREAD, "bot") == winners[0]
+    assert (await raw(store, POINTER))["content"] == winners[0].content
+    assert await keys_of(store) == ["summary.json", "summary.v1.json", "summary.v2.json"]
+
+
+async def test_racing_summarizers_make_one_linear_history(
+    writer: ObjectStoreSummaryWriter, reader: ObjectStoreSummaryReader, store: Any
+) -> None:
+    """10 summarizers loop read-current -> write-next; every version is won by exactly one."""
+    won: dict[int, str] = {}
+    seen_by_reader: list[int] = []
+
+    async def summarizer(name: str, rounds: int) -> None:
+        wins = 0
+        while wins < rounds:
+            current = await writer.current(THREAD, "bot")
+            version = current.version if current is not None else None
+            new = make((version or 0) + 1, name)
+            try:
+                await writer.write(THREAD, "bot", new, expected_version=version)
+            except SummaryVersionConflict:
+                continue
+            assert new.version not in won, f"version {new.version} won twice"
+            won[new.version] = name
+            wins += 1
+
+    async def watcher(stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            summary = await reader.read(THREAD, "bot")
+            if summary is not None:
+                seen_by_reader.append(summary.version)
+            await asyncio.sleep(0)
+
+    stop = asyncio.Event()
+    watch = asyncio.create_task(watcher(stop))
+    await asyncio.gather(*(summarizer(f"s{i}", 1) for i in range(10)))
+    stop.set()
+    await watch
+    assert sorted(won) == list(range(1, 11))
+    assert seen_by_reader, "the reader ran alongside"
+    assert seen_by_reader == sorted(seen_by_reader), "a reader saw the version go backwards"
+    latest = await reader.read(THREAD, "bot")
+    assert latest is not None and latest.version == 10 and latest.content == won[10]
+    assert (await raw(store, POINTER))["version"] == 10
+    for version, name in won.items():
+        assert (await raw(store, summary_version_key("acme", "bot", "t1", version)))["content"] == name
+
+
+async def test_crash_after_commit_before_publish(
+    writer: ObjectStoreSummaryWriter, reader: ObjectStoreSummaryReader, store: Any
+) -> None:
+    await writer.write(THREAD, "bot", make(1), expected_version=None)
+    # a writer won version 2 (step 2) and crashed before updating summary.json (step 3)
+    await obstore.put_async(
+        store, summary_version_key("acme", "bot", "t1", 2), make(2).model_dump_json().encode(), mode="create"
+    )
+    assert (await raw(store, POINTER))["version"] == 1
+    assert await reader.read(THREAD, "bot") == make(2)  # the winner is visible, not lost
+    with pytest.raises(SummaryVersionConflict) as caught:
+        await writer.write(THREAD, "bot", make(2, "late"), expected_version=1)
+    assert caught.value.current_version == 2
+    assert await writer.current(THREAD, "bot") == make(2)
+    assert (await raw(store, POINTER))["version"] == 2  # current() repaired the copy
+    await writer.write(THREAD, "bot", make(3), expected_version=2)
+    assert await reader.read(THREAD, "bot") == make(3)
+
+
+async def test_crash_before_the_first_publish(
+    writer: ObjectStoreSummaryWriter, reader: ObjectStoreSummaryReader, store: Any
+) -> None:
+    await obstore.put_async(
+        store, summary_version_key("acme", "bot", "t1", 1), make(1).model_dump_json().encode(), mode="create"
+    )
+    assert await reader.read(THREAD, "bot") == make(1)
+    with pytest.raises(SummaryVersionConflict):
+        await writer.write(THREAD, "bot", make(1, "other"), expected_version=None)
+
+
+async def test_an_older_copy_in_summary_json_is_never_shown(
+    writer: ObjectStoreSummaryWriter, reader: ObjectStoreSummaryReader, store: Any
+) -> None:
+    for version in (1, 2, 3):
+        await writer.write(THREAD, "bot", make(version), expected_version=version - 1 or None)
+    # two publishes crossed: an older copy landed last
+    await obstore.put_async(store, POINTER, make(1).model_dump_json().encode())
+    assert await reader.read(THREAD, "bot") == make(3)
+    assert await writer.current(THREAD, "bot") == make(3)
+    assert (await raw(store, POINTER))["version"] == 3
+
+
+async def test_retrying_the_same_write_is_idempotent(writer: ObjectStoreSummaryWriter, store: Any) -> None:
+    await writer.write(THREAD, "bot", make(1), expected_version=None)
+    # the response of a successful write was lost: the caller sends the very same write again
+    assert await writer.write(THREAD, "bot", make(1), expected_version=None) == make(1)
+    await writer.write(THREAD, "bot", make(2), expected_version=1)
+    assert await writer.write(THREAD, "bot", make(2), expected_version=1) == make(2)
+    with pytest.raises(SummaryVersionConflict):  # same version, other content: a different write
+        await writer.write(THREAD, "bot", make(2, "other"), expected_version=1)
+    assert await keys_of(store) == ["summary.json", "summary.v1.json", "summary.v2.json"]
+
+
+async def test_summary_json_written_before_versioning_counts(
+    writer: ObjectStoreSummaryWriter, store: Any
+) -> None:
+    await obstore.put_async(store, POINTER, make(3).model_dump_json().encode())
+    assert await writer.current(THREAD, "bot") == make(3)
+    with pytest.raises(SummaryVersionConflict) as caught:
+        await writer.write(THREAD, "bot", make(1), expected_version=None)
+    assert caught.value.current_version == 3
+    await writer.write(THREAD, "bot", make(4), expected_version=3)
+    assert await writer.current(THREAD, "bot") == make(4)
+    assert await keys_of(store) == ["summary.json", "summary.v4.json"]
+
+
+async def test_store_down_is_write_failed() -> None:
+    closed = free_port()
+    s3 = S3Settings(
+        endpoint=f"http://127.0.0.1:{closed}",
+        access_key_id="x",
+        secret_access_key=SecretStr("x"),
+        allow_http=True,
+    )
+    writer = ObjectStoreSummaryWriter(open_object_store("s3://summaries/x", s3, timeout_s=1.0))
+    with pytest.raises(SummaryWriteFailed, match="cannot read the current summary"):
+        await writer.write(THREAD, "bot", make(1), expected_version=None)
