@@ -129,6 +129,10 @@ class SummaryWriter(Protocol):
         ...
 
 
+class SummaryStore(SummaryReader, SummaryWriter, Protocol):
+    """Reads and writes (the summarizer's view of the store)."""
+
+
 class SummaryCache(Protocol):
     """Derived, best-effort copies of summaries (Redis). No method raises: an unavailable cache is
     a miss on `get` and a deferred update on `put`."""
@@ -139,4 +143,9 @@ class SummaryCache(Protocol):
 
     async def put(self, thread: ThreadRef, agent_id: str, summary: Summary) -> None:
         """Cache `summary` unless the cache already holds the same or a newer version."""
+        ...
+
+    async def invalidate(self, thread: ThreadRef, agent_id: str) -> None:
+        """Drop the cached summary (before a write: a writer that dies after its commit then leaves
+        no stale entry behind)."""
         ...

@@ -1,0 +1,1 @@
+"""Redis: derived and coordination state only (summary cache, locks). Losing it loses no data."""
