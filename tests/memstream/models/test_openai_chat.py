@@ -96,6 +96,16 @@ async def test_summary_longer_than_the_budget_is_cut_at_sentence_boundaries(chat
     assert draft.content.endswith(".") and long.startswith(draft.content)
 
 
+async def test_a_summary_cut_off_by_the_length_limit_loses_its_unfinished_sentence(
+    chat_server: ChatServer,
+) -> None:
+    chat_server.script = [chat_reply("Alice prefers tea. She works at Acme on the", finish_reason="length")]
+    chat = model(chat_server)
+    draft = await chat.summarize(None, CONVERSATION, max_tokens=100)
+    await chat.close()
+    assert draft.content == "Alice prefers tea."
+
+
 async def test_extract_facts_asks_for_strict_json_schema_and_validates(chat_server: ChatServer) -> None:
     chat_server.script = [facts_reply(FACT)]
     chat = model(chat_server)
