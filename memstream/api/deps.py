@@ -4,7 +4,8 @@ The app opens and closes nothing: the owner of `ApiDeps` opens the pool (and run
 migrations) and the journal before serving, and closes them after the server stopped. The same
 holds for agent memory (`MemoryDeps`): its owner opens the vector index and the embedder, and
 closes the index after the server stopped. Without `memory`, the agent and memory routes are
-absent and contexts have no pinned facts.
+absent and contexts have no pinned facts. The owner also closes `summary_cache` when set
+(`await deps.summary_cache.aclose()`).
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from memstream.memory.service import MemoryService
 from memstream.memory.tools import MemoryTools
 from memstream.pinned import NoPinnedFacts, PinnedFactsProvider
 from memstream.summaries import SummaryReader
+from memstream.summary_store import CachedSummaryReader
 from memstream.threads import ThreadService
 from sinks.objectstore.summaries import ObjectStoreSummaryReader
 from sinks.postgres.threads import PostgresThreadStore
 from sinks.qdrant.base import VectorIndex
+from sinks.redis.summary_cache import RedisSummaryCache
 
 
 @dataclass
@@ -75,6 +78,7 @@ class ApiDeps:
     context_reader: ContextReader
     readiness_timeout_s: float = 2.0
     memory: MemoryDeps | None = None
+    summary_cache: RedisSummaryCache | None = None
 
 
 def build_api_deps(
@@ -85,21 +89,32 @@ def build_api_deps(
     summaries: SummaryReader | None = None,
     pinned: PinnedFactsProvider | None = None,
     memory: MemoryDeps | None = None,
+    summary_cache: RedisSummaryCache | None = None,
 ) -> ApiDeps:
-    """The standard wiring: Postgres threads, summaries from `settings.object_store`, pinned facts
-    from `pinned`, else from agent memory when `memory` is given, else none.
+    """The standard wiring: Postgres threads, summaries from `settings.object_store` (through the
+    Redis cache `summary_cache`, else through one on `settings.redis` when `settings.redis_url` is
+    set, else uncached), pinned facts from `pinned`, else from agent memory when `memory` is
+    given, else none. `summaries`, when given, replaces the object store reader (and is cached only
+    when `summary_cache` is given too).
 
-    Does no I/O (the object store client connects lazily).
+    Does no I/O (the object store and Redis clients connect lazily).
     """
     threads = ThreadService(PostgresThreadStore(pool), journal)
     if pinned is None:
         pinned = memory.pinned if memory is not None else NoPinnedFacts()
-    reader = ContextReader(
-        journal,
-        threads,
-        pinned,
-        summaries if summaries is not None else ObjectStoreSummaryReader.from_settings(settings),
-    )
+    if summaries is None:
+        summaries = ObjectStoreSummaryReader.from_settings(settings)
+        if summary_cache is None and settings.redis_url is not None:
+            summary_cache = RedisSummaryCache.from_settings(settings)
+    if summary_cache is not None:
+        summaries = CachedSummaryReader(summary_cache, summaries)
+    reader = ContextReader(journal, threads, pinned, summaries)
     return ApiDeps(
-        settings=settings, journal=journal, pool=pool, threads=threads, context_reader=reader, memory=memory
+        settings=settings,
+        journal=journal,
+        pool=pool,
+        threads=threads,
+        context_reader=reader,
+        memory=memory,
+        summary_cache=summary_cache,
     )
