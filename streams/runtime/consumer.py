@@ -20,11 +20,27 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from typing import Any
 
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, Message
 
 log = logging.getLogger("memstream.runtime")
+
+
+FETCH_MAX_WAIT_MS = 100
+"""How long a fetch may wait at the broker for data. faust hard-codes 1,500 ms for its worker
+consumers; on Tansu a fetch waits out most of that even when records arrive, which measured as
+~410 ms median delivery latency (4 ms at 10 ms wait). 100 ms keeps idle polling cheap."""
+
+
+class LowLatencyConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    """faust's aiokafka consumer thread, with `FETCH_MAX_WAIT_MS` instead of its fixed 1,500 ms."""
+
+    def _create_worker_consumer(self, transport: faust_aiokafka.Transport) -> Any:
+        consumer = super()._create_worker_consumer(transport)
+        consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS  # read when the consumer starts its fetcher
+        return consumer
 
 
 class CommitGuardConsumer(faust_aiokafka.Consumer):
@@ -33,6 +49,9 @@ class CommitGuardConsumer(faust_aiokafka.Consumer):
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)
         self._processed: dict[TP, set[int]] = {}
+
+    def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
+        return LowLatencyConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
     def mark_processed(self, messages: Iterable[Message]) -> None:
         """Allow `messages` to be acked and committed (their effects are durable)."""

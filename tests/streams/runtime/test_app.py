@@ -9,7 +9,7 @@ from faust.types import TP, Message
 
 from memstream.config import Settings
 from streams.runtime import ProcessorRuntime, RuntimeOptions, build_app
-from streams.runtime.consumer import CommitGuardConsumer, CommitGuardTransport
+from streams.runtime.consumer import FETCH_MAX_WAIT_MS, CommitGuardConsumer, CommitGuardTransport
 from streams.topics import TopicRegistry
 from tests.streams.runtime.support import PgWriter
 
@@ -31,6 +31,14 @@ def test_build_app_configures_one_isolated_consumer_group(tmp_path: Path) -> Non
     assert Path(conf.datadir).is_relative_to(tmp_path)
     assert isinstance(app.transport, CommitGuardTransport)
     assert isinstance(app.consumer, CommitGuardConsumer)  # created, not connected
+
+
+async def test_the_consumer_does_not_wait_faust_s_fixed_1500_ms_per_fetch(tmp_path: Path) -> None:
+    app = build_app(PgWriter("writer", "postgresql://unused"), Settings(data_dir=tmp_path))
+    consumer = app.consumer
+    assert isinstance(consumer, CommitGuardConsumer)
+    client = consumer._thread._create_worker_consumer(app.transport)  # created, not started
+    assert client._fetch_max_wait_ms == FETCH_MAX_WAIT_MS
 
 
 async def test_faust_cannot_ack_a_message_the_runtime_did_not_process(
