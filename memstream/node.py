@@ -34,6 +34,7 @@ from memstream.relay import JOURNAL_TOPIC, Relay
 from processors.registry import create_processor, processor_names
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
+from sinks.redis.summary_cache import RedisSummaryCache
 from streams.admin import apply_topics
 from streams.runtime.worker import run_processors
 from streams.topics import load_topics
@@ -130,7 +131,8 @@ async def _serve(
     api_journal: Journal = NotifyingJournal(journal, relay)
     engines = Engines(settings)
     memory = MemoryDeps.build(pool, engines.embedder(), engines.sparse(), engines.index())
-    app = create_app(build_api_deps(settings, api_journal, pool, memory=memory))
+    summary_cache = RedisSummaryCache.from_settings(settings)  # Redis: embedded or configured
+    app = create_app(build_api_deps(settings, api_journal, pool, memory=memory, summary_cache=summary_cache))
     server = _NodeServer(
         uvicorn.Config(app, host=settings.api_host, port=settings.api_port, log_level="info", lifespan="off")
     )
@@ -164,6 +166,7 @@ async def _serve(
         await relay.close()
         await entries_relay.close()
         await engines.close()
+        await summary_cache.aclose()
     errors = [r for r in results if isinstance(r, Exception)]
     if errors and not stop.is_set():
         raise errors[0]
