@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sys
 import threading
 import time
 from collections import defaultdict
@@ -20,20 +19,10 @@ from confluent_kafka import Consumer, KafkaError
 
 from memstream.config import Settings
 from memstream.embedded.bootstrap import create_key
-from memstream.embedded.process import ManagedProcess, free_port
-from memstream.embedded.supervisor import http_ok
+from memstream.embedded.process import free_port
+from tests.memstream.node_process import node_env, node_process
 
 THREADS = [f"t-{i}" for i in range(4)]
-
-
-def _node(env: dict[str, str], log: Path, port: int) -> ManagedProcess:
-    return ManagedProcess(
-        name="node",
-        argv=[sys.executable, "-m", "memstream", "node"],
-        log_path=log,
-        ready=lambda: http_ok(f"http://127.0.0.1:{port}/healthz"),
-        env=env,
-    )
 
 
 class Appender(threading.Thread):
@@ -120,19 +109,10 @@ def _topic_ids(settings: Settings, want: set[str], timeout: float = 60.0) -> dic
 
 def test_kill9_loses_no_acknowledged_append(settings: Settings, tmp_path: Path) -> None:
     port = free_port()
-    env = {
-        **os.environ,
-        "MEMSTREAM_DATA_DIR": str(settings.data_path),
-        "MEMSTREAM_ENVIRONMENT": settings.environment,
-        "MEMSTREAM_TOPIC_PREFIX": settings.topic_prefix,
-        "MEMSTREAM_BROKER_URL": f"kafka://{settings.broker_bootstrap}",
-        "MEMSTREAM_POSTGRES_DSN": settings.postgres,
-        "MEMSTREAM_REDIS_URL": settings.redis,
-        "MEMSTREAM_API_PORT": str(port),
-    }
+    env = node_env(settings, port)
     key = asyncio.run(create_key(settings, "acme"))
     base = f"http://127.0.0.1:{port}"
-    node = _node(env, tmp_path / "node-1.log", port)
+    node = node_process(env, tmp_path / "node-1.log")
     node.start(timeout=120)
     appender = Appender(base, key)
     appender.start()
@@ -144,7 +124,7 @@ def test_kill9_loses_no_acknowledged_append(settings: Settings, tmp_path: Path) 
         assert node.proc is not None
         node.proc.wait(10)
         time.sleep(0.5)
-        node = _node(env, tmp_path / "node-2.log", port)
+        node = node_process(env, tmp_path / "node-2.log")
         node.start(timeout=120)
         time.sleep(2)
     finally:

@@ -4,8 +4,6 @@ qdrant-projection -> Qdrant Edge -> hybrid recall, and pinning into the context.
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,31 +14,15 @@ import pytest
 
 from memstream.config import Settings
 from memstream.embedded.bootstrap import create_key
-from memstream.embedded.process import ManagedProcess, free_port
-from memstream.embedded.supervisor import http_ok
+from memstream.embedded.process import free_port
+from tests.memstream.node_process import node_env, node_process
 
 
 @pytest.fixture
 def node_api(settings: Settings, tmp_path: Path) -> Iterator[httpx.Client]:
     port = free_port()
-    env = {
-        **os.environ,
-        "MEMSTREAM_DATA_DIR": str(settings.data_path),
-        "MEMSTREAM_ENVIRONMENT": settings.environment,
-        "MEMSTREAM_TOPIC_PREFIX": settings.topic_prefix,
-        "MEMSTREAM_BROKER_URL": f"kafka://{settings.broker_bootstrap}",
-        "MEMSTREAM_POSTGRES_DSN": settings.postgres,
-        "MEMSTREAM_REDIS_URL": settings.redis,
-        "MEMSTREAM_API_PORT": str(port),
-    }
     key = asyncio.run(create_key(settings, "acme"))
-    node = ManagedProcess(
-        name="node",
-        argv=[sys.executable, "-m", "memstream", "node"],
-        log_path=tmp_path / "node.log",
-        ready=lambda: http_ok(f"http://127.0.0.1:{port}/healthz"),
-        env=env,
-    )
+    node = node_process(node_env(settings, port), tmp_path / "node.log")
     node.start(timeout=120)
     try:
         with httpx.Client(
