@@ -12,13 +12,17 @@ from memstream.config import Settings
 from memstream.embeddings.base import Embedder
 from memstream.embeddings.factory import build_embedder
 from memstream.embeddings.sparse import Bm25Sparse
+from memstream.journal.base import Journal
 from sinks.qdrant.base import VectorIndex
 from sinks.qdrant.factory import build_index
 
 
 class Engines:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, journal: Journal | None = None) -> None:
         self.settings = settings
+        self.journal = journal
+        """The node's journal (its single writer), for processors that read it; None outside the node.
+        Not closed by `close()`: its owner closes it."""
         self._index: VectorIndex | None = None
         self._embedder: Embedder | None = None
         self._sparse: Bm25Sparse | None = None

@@ -1,0 +1,77 @@
+"""The pure part of the thresholds processor: counters, crossing, folding the journal, payloads."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from memstream.journal.models import Message
+from processors.thresholds import (
+    MESSAGE_LIMIT,
+    OUTPUT_TOPIC,
+    TOKEN_LIMIT,
+    Counters,
+    advance,
+    crossing,
+    fold,
+    request_payload,
+)
+from sinks.redis.thresholds import Outcome
+from streams.topics import default_registry
+
+T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
+
+
+def message(offset: int, tokens: int, *, agent: str = "bot") -> Message:
+    return Message(
+        message_id=f"m{offset}",
+        environment="test",
+        account_id="acme",
+        agent_id=agent,
+        user_id="u1",
+        thread_id="th-1",
+        offset=offset,
+        seq=offset + 1,
+        role="user",
+        content="hello",
+        created_at=T0,
+        token_count=tokens,
+    )
+
+
+def test_the_limits_are_the_documented_ones() -> None:
+    assert (TOKEN_LIMIT, MESSAGE_LIMIT) == (2_000, 50)
+
+
+def test_advance_counts_and_reports_the_threshold_reached() -> None:
+    assert advance(Counters(), 10) == (Counters(tokens=10, messages=1), None)
+    assert advance(Counters(tokens=1_990, messages=3), 10) == (Counters(2_000, 4), "tokens")
+    assert advance(Counters(tokens=10, messages=49), 1) == (Counters(11, 50), "messages")
+    assert advance(Counters(tokens=1_999, messages=49), 1)[1] == "tokens"  # both: tokens first
+    assert advance(Counters(tokens=5, messages=2), 1, token_limit=100, message_limit=3)[1] == "messages"
+    assert crossing(Counters(1_999, 49)) is None
+
+
+def test_fold_sums_the_agents_messages_up_to_the_current_offset() -> None:
+    journal = [message(0, 5), message(1, 7, agent="other"), message(2, 11), message(3, 13)]
+    assert fold(journal, "bot", 2) == (Counters(tokens=16, messages=2), ["m0", "m2"])
+    assert fold([], "bot", 2) == (Counters(), [])
+
+
+def test_request_payloads_match_the_declared_schema() -> None:
+    outcome = Outcome("request", base=10, tokens=2_010, messages=12, reason="tokens")
+    payload = request_payload(message(21, 400), outcome, T0)
+    default_registry().validate(OUTPUT_TOPIC, payload)
+    assert payload == {
+        "schema_version": 1,
+        "environment": "test",
+        "account_id": "acme",
+        "agent_id": "bot",
+        "user_id": "u1",
+        "thread_id": "th-1",
+        "from_offset": 10,
+        "to_offset": 21,
+        "tokens": 2_010,
+        "messages": 12,
+        "reason": "tokens",
+        "requested_at": "2026-11-02T09:00:00Z",
+    }

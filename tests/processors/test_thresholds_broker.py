@@ -1,0 +1,400 @@
+"""thresholds over real Redis, a real SlateJournal, the real object store and the real broker."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from pydantic import SecretStr
+
+from memstream.config import Settings
+from memstream.journal.models import Message, NewMessage, Role, ThreadRef
+from memstream.journal.store import SlateJournal
+from memstream.summaries import Summary
+from processors.thresholds import NAME, OUTPUT_TOPIC, Counters, Thresholds, advance, create
+from sinks.objectstore.summaries import ObjectStoreSummaryWriter
+from sinks.redis.client import redis_client
+from sinks.redis.thresholds import ThreadScope, ThresholdStore
+from streams.admin import apply_topics
+from streams.events import encode_message
+from streams.runtime import RuntimeOptions, run_processors
+from streams.runtime.processor import InvalidMessage, Record, group_id
+from streams.topics import TopicRegistry, default_registry, topic_name
+
+REPLAY = f"{NAME}-replay"
+SOURCE = "journal.messages"
+
+
+@pytest.fixture
+def settings_(broker: str, topic_prefix: str, redis_url: str, tmp_path: Path) -> Settings:
+    return Settings(
+        data_dir=tmp_path / "data",
+        environment="test",
+        topic_prefix=topic_prefix,
+        broker_url=f"kafka://{broker}",
+        redis_url=SecretStr(redis_url),
+    )
+
+
+@pytest.fixture
+def registry(settings_: Settings) -> TopicRegistry:
+    reg = default_registry().with_dead_letter(NAME, REPLAY)
+    apply_topics(
+        settings_,
+        reg,
+        topics=[reg.get(SOURCE), reg.get(OUTPUT_TOPIC), reg.dlq_topic(NAME), reg.dlq_topic(REPLAY)],
+    )
+    return reg
+
+
+@pytest.fixture
+async def store(redis_url: str) -> AsyncIterator[ThresholdStore]:
+    namespace = f"t{uuid.uuid4().hex[:12]}/thresholds"
+    store = ThresholdStore(redis_client(redis_url), token_limit=2_000, message_limit=50, namespace=namespace)
+    try:
+        yield store
+    finally:
+        await wipe(store)
+        await store.client.aclose()
+
+
+@pytest.fixture
+def summaries(settings_: Settings) -> ObjectStoreSummaryWriter:
+    return ObjectStoreSummaryWriter.from_settings(settings_)
+
+
+@pytest.fixture
+async def processor(
+    settings_: Settings,
+    registry: TopicRegistry,
+    store: ThresholdStore,
+    journal: SlateJournal,
+    summaries: ObjectStoreSummaryWriter,
+) -> AsyncIterator[Thresholds]:
+    processor = Thresholds(settings_, store, journal, summaries, close_store=False)
+    await processor.start()
+    try:
+        yield processor
+    finally:
+        await processor.stop()
+
+
+async def wipe(store: ThresholdStore) -> None:
+    """Redis lost everything of this test (the namespace's keys: claims, counters, guards)."""
+    keys = [k async for k in store.client.scan_iter(match=f"{store.namespace}/*")]
+    if keys:
+        await store.client.delete(*keys)
+
+
+async def append(
+    journal: SlateJournal, n: int, *, account: str = "acme", thread: str = "th-1", words: int = 3
+) -> list[Message]:
+    ref = ThreadRef(environment="test", account_id=account, thread_id=thread)
+    stored: list[Message] = []
+    for i in range(n):
+        role: Role = "user" if i % 2 == 0 else "assistant"
+        text = " ".join(f"word{i}x{w}" for w in range(words))
+        stored += await journal.append(
+            ref, "bot", "u1" if role == "user" else None, [NewMessage(role=role, content=text)]
+        )
+    return stored
+
+
+def record(message: Message, offset: int = 0) -> Record:
+    event = encode_message(message)
+    headers = tuple((k, v.encode() if isinstance(v, str) else v) for k, v in event.headers)
+    return Record(SOURCE, 0, offset, event.key, event.value, headers, None)
+
+
+async def feed(processor: Thresholds, messages: Sequence[Message], batch: int = 7) -> None:
+    for start in range(0, len(messages), batch):
+        await processor.process([record(m) for m in messages[start : start + batch]])
+
+
+def requests(settings: Settings) -> list[dict[str, Any]]:
+    """Every record on compaction.requested so far (keys checked against their thread), read by
+    assignment up to each partition's high watermark (no group join)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": settings.broker_bootstrap,
+            "group.id": f"check-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+        }
+    )
+    topic = topic_name(settings, OUTPUT_TOPIC)
+    found: list[dict[str, Any]] = []
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions
+        }
+        pending = {p for p, end in ends.items() if end > 0}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
+        deadline = time.monotonic() + 20
+        while pending:
+            assert time.monotonic() < deadline, "timed out reading compaction.requested"
+            msg = consumer.poll(0.2)
+            if msg is None or msg.error() is not None:
+                continue
+            value, offset = msg.value(), msg.offset()
+            assert value is not None and offset is not None
+            payload = json.loads(value)
+            assert msg.key() == payload["thread_id"].encode()
+            found.append(payload)
+            if offset + 1 >= ends[msg.partition()]:
+                pending.discard(msg.partition())
+    finally:
+        consumer.close()
+    default = default_registry()
+    for payload in found:
+        default.validate(OUTPUT_TOPIC, payload)
+    return sorted(found, key=lambda p: (p["account_id"], p["thread_id"], p["to_offset"]))
+
+
+def crossing_at(messages: Sequence[Message], start: int = 0) -> tuple[int, Counters, str]:
+    """Where the pure rule says the messages from `start` cross: (offset, counters, reason)."""
+    counters = Counters()
+    for m in messages[start:]:
+        counters, reason = advance(counters, m.token_count)
+        if reason is not None:
+            return m.offset, counters, reason
+    raise AssertionError("never crosses")
+
+
+def summary_at(offset: int, messages: Sequence[Message]) -> Summary:
+    return Summary(
+        version=1,
+        timestamp=datetime.now(UTC),
+        last_message_offset=offset,
+        last_message_id=messages[offset].message_id,
+        content="earlier",
+        token_count=1,
+        message_count=offset + 1,
+    )
+
+
+async def test_fifty_messages_request_once_and_redelivery_changes_nothing(
+    processor: Thresholds, journal: SlateJournal, store: ThresholdStore, settings_: Settings
+) -> None:
+    messages = await append(journal, 110)
+    assert sum(m.token_count for m in messages[:50]) < 2_000  # the message limit is what crosses
+    await feed(processor, messages[:60])
+    await feed(processor, messages[:60], batch=13)  # redelivery, other batch boundaries
+    await feed(processor, messages[60:])  # guard held: no second request
+    (request,) = requests(settings_)
+    assert (request["from_offset"], request["to_offset"], request["messages"], request["reason"]) == (
+        0,
+        49,
+        50,
+        "messages",
+    )
+    assert request["tokens"] == sum(m.token_count for m in messages[:50])
+    scope = ThreadScope("test", "acme", "bot", "th-1")
+    assert await store.counters(scope) == {
+        "base": 0,
+        "tokens": sum(m.token_count for m in messages),
+        "messages": 110,
+    }
+
+
+async def test_two_thousand_tokens_request_at_the_crossing_message(
+    processor: Thresholds, journal: SlateJournal, settings_: Settings
+) -> None:
+    messages = await append(journal, 20, words=60)
+    offset, counters, reason = crossing_at(messages)
+    assert reason == "tokens" and offset < 19
+    await feed(processor, messages)
+    await feed(processor, messages)
+    (request,) = requests(settings_)
+    assert (request["to_offset"], request["tokens"], request["messages"], request["reason"]) == (
+        offset,
+        counters.tokens,
+        counters.messages,
+        "tokens",
+    )
+
+
+async def test_wiping_redis_mid_run_still_requests_at_the_right_message(
+    processor: Thresholds, journal: SlateJournal, store: ThresholdStore, settings_: Settings
+) -> None:
+    messages = await append(journal, 70)
+    await feed(processor, messages[:30])
+    await wipe(store)
+    await feed(processor, messages[20:])  # redelivers 20..29 too, after the wipe
+    (request,) = requests(settings_)
+    assert (request["from_offset"], request["to_offset"], request["messages"]) == (0, 49, 50)
+    assert request["tokens"] == sum(m.token_count for m in messages[:50])
+    assert await store.counters(ThreadScope("test", "acme", "bot", "th-1")) == {
+        "base": 0,
+        "tokens": sum(m.token_count for m in messages),
+        "messages": 70,
+    }
+
+
+async def test_counting_starts_after_the_last_summary_also_when_rebuilt(
+    processor: Thresholds,
+    journal: SlateJournal,
+    store: ThresholdStore,
+    summaries: ObjectStoreSummaryWriter,
+    settings_: Settings,
+) -> None:
+    messages = await append(journal, 80)
+    ref = messages[0].thread
+    await summaries.write(ref, "bot", summary_at(9, messages), expected_version=None)
+    await feed(processor, messages[:35])
+    await wipe(store)
+    await feed(processor, messages[35:])
+    (request,) = requests(settings_)
+    assert (request["from_offset"], request["to_offset"], request["messages"]) == (10, 59, 50)
+    # the summarizer's side: counters restart after its summary and the guard is released
+    await summaries.write(
+        ref, "bot", summary_at(59, messages).model_copy(update={"version": 2}), expected_version=1
+    )
+    scope = ThreadScope("test", "acme", "bot", "th-1")
+    await store.reset_counters(scope, 60)
+    assert await store.release_guard(scope)
+    more = await append(journal, 30)
+    await feed(processor, more)
+    second = requests(settings_)[-1]
+    assert (second["from_offset"], second["to_offset"], second["messages"]) == (60, 109, 50)
+
+
+async def test_tenants_are_counted_apart(
+    processor: Thresholds, journal: SlateJournal, settings_: Settings
+) -> None:
+    acme = await append(journal, 50, account="acme")
+    globex = await append(journal, 30, account="globex")  # same thread id, other account
+    initech = await append(journal, 49, account="initech")
+    interleaved = [
+        m for group in itertools.zip_longest(acme, globex, initech) for m in group if m is not None
+    ]
+    assert len(interleaved) == 129
+    await feed(processor, interleaved)
+    found = requests(settings_)
+    assert [(r["account_id"], r["to_offset"], r["messages"]) for r in found] == [("acme", 49, 50)]
+
+
+async def test_an_invalid_record_is_rejected_before_anything_is_counted(
+    processor: Thresholds, journal: SlateJournal, store: ThresholdStore
+) -> None:
+    (good,) = await append(journal, 1)
+    bad = Record(SOURCE, 0, 1, b"th-1", b'{"schema_version": 1}', (), None)
+    with pytest.raises(InvalidMessage, match=r"journal\.messages value is invalid"):
+        await processor.process([record(good), bad])
+    assert await store.counters(ThreadScope("test", "acme", "bot", "th-1")) is None
+
+
+def test_outside_the_node_the_processor_refuses_to_start(settings_: Settings) -> None:
+    from processors.thresholds import NeedsNodeJournal
+
+    processor = create(settings_)
+    with pytest.raises(NeedsNodeJournal, match="runs inside the node"):
+        asyncio.run(processor.start())
+    asyncio.run(processor.stop())
+
+
+# ---------------------------------------------------------------- on the runtime
+
+
+@pytest.fixture
+def options(request: pytest.FixtureRequest) -> RuntimeOptions:
+    session = 2.0 if request.node.callspec.params.get("broker", "tansu") == "tansu" else 6.0
+    return RuntimeOptions(
+        batch_size=9,
+        batch_wait_s=0.05,
+        max_attempts=3,
+        backoff_initial_s=0.05,
+        backoff_max_s=0.1,
+        session_timeout_s=session,
+        heartbeat_interval_s=0.5,
+        commit_interval_s=0.5,
+        drain_timeout_s=2.0,
+    )
+
+
+def publish(settings: Settings, messages: Sequence[Message]) -> dict[int, int]:
+    producer = Producer({"bootstrap.servers": settings.broker_bootstrap, "enable.idempotence": True})
+    ends: dict[int, int] = {}
+
+    def delivered(err: Any, msg: Any) -> None:
+        assert err is None
+        ends[msg.partition()] = max(ends.get(msg.partition(), 0), msg.offset() + 1)
+
+    for m in messages:
+        event = encode_message(m)
+        producer.produce(
+            topic_name(settings, SOURCE),
+            key=event.key,
+            value=event.value,
+            headers=event.headers,
+            on_delivery=delivered,
+        )
+    assert producer.flush(30) == 0
+    return ends
+
+
+def caught_up(settings: Settings, name: str, ends: dict[int, int]) -> bool:
+    consumer = Consumer(
+        {"bootstrap.servers": settings.broker_bootstrap, "group.id": group_id(name, settings)}
+    )
+    try:
+        committed = consumer.committed(
+            [TopicPartition(topic_name(settings, SOURCE), p) for p in ends], timeout=10
+        )
+        return all(tp.offset >= ends[tp.partition] for tp in committed)
+    finally:
+        consumer.close()
+
+
+async def run_until_caught_up(
+    settings: Settings,
+    options: RuntimeOptions,
+    registry: TopicRegistry,
+    processor: Thresholds,
+    ends: dict[int, int],
+) -> None:
+    stop = asyncio.Event()
+    task = asyncio.create_task(
+        run_processors([processor], settings, stop, options=options, registry=registry)
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not await asyncio.to_thread(caught_up, settings, processor.name, ends):
+            assert not task.done(), "the processor stopped"
+            assert time.monotonic() < deadline, "timed out"
+            await asyncio.sleep(0.2)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
+async def test_on_the_runtime_a_replay_group_does_not_request_again(
+    settings_: Settings,
+    options: RuntimeOptions,
+    registry: TopicRegistry,
+    store: ThresholdStore,
+    journal: SlateJournal,
+    summaries: ObjectStoreSummaryWriter,
+) -> None:
+    messages = await append(journal, 60)
+    ends = publish(settings_, messages)
+    live = Thresholds(settings_, store, journal, summaries, close_store=False)
+    await run_until_caught_up(settings_, options, registry, live, ends)
+    replay = Thresholds(settings_, store, journal, summaries, name=REPLAY, close_store=False)
+    await run_until_caught_up(settings_, options, registry, replay, ends)
+    (request,) = requests(settings_)
+    assert (request["to_offset"], request["messages"]) == (49, 50)
+    assert await store.counters(ThreadScope("test", "acme", "bot", "th-1")) == {
+        "base": 0,
+        "tokens": sum(m.token_count for m in messages),
+        "messages": 60,
+    }
