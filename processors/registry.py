@@ -28,8 +28,15 @@ def _qdrant_projection(settings: Settings, engines: Engines | None) -> Processor
     return create(settings, engines=engines)
 
 
+def _thresholds(settings: Settings, engines: Engines | None) -> Processor:
+    from processors.thresholds import create
+
+    return create(settings, engines=engines)  # needs engines.journal (the node) to start
+
+
 PROCESSORS: Mapping[str, ProcessorFactory] = {
     "qdrant-projection": _qdrant_projection,
+    "thresholds": _thresholds,
 }
 """Registered processors, by name."""
 

@@ -24,6 +24,7 @@ a valid journal message is dead-lettered (InvalidMessage) before anything of its
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -40,7 +41,7 @@ from memstream.errors import MemstreamError
 from memstream.journal.base import Journal
 from memstream.journal.models import Message
 from memstream.summaries import SummaryWriter
-from sinks.redis.thresholds import Outcome, ThreadScope, ThresholdStore
+from sinks.redis.thresholds import DEFAULT_NAMESPACE, Outcome, ThreadScope, ThresholdStore
 from streams.events import InvalidEvent, decode_message
 from streams.producer import make_producer
 from streams.runtime.processor import InvalidMessage, Processor, Record
@@ -158,15 +159,17 @@ def decode(record: Record) -> Message:
 
 class Thresholds(Processor):
     """The `thresholds` processor (module doc). `journal` and `summaries` (its `current`) are what
-    the rebuild reads; `producer` is built in `start` when not given."""
+    the rebuild reads; `summaries` may instead be opened by `open_summaries` in `start`, and
+    `producer` is built in `start` when not given. Construction does no I/O."""
 
     def __init__(
         self,
         settings: Settings,
         store: ThresholdStore,
         journal: Journal | None,
-        summaries: SummaryWriter,
+        summaries: SummaryWriter | None,
         *,
+        open_summaries: Callable[[], SummaryWriter] | None = None,
         name: str = NAME,
         producer: Producer | None = None,
         clock: Clock | None = None,
@@ -177,7 +180,8 @@ class Thresholds(Processor):
         self.settings = settings
         self.store = store
         self.journal = journal
-        self.summaries = summaries
+        self._summaries = summaries
+        self._open_summaries = open_summaries
         self.producer = producer
         self.clock: Clock = clock or (lambda: datetime.now(UTC))
         self.close_store = close_store
@@ -189,6 +193,10 @@ class Thresholds(Processor):
                 "the thresholds processor rebuilds counters from the journal and runs inside the "
                 "node (`memstream up` / `memstream node`), not as a separate worker"
             )
+        if self._summaries is None:
+            if self._open_summaries is None:
+                raise ValueError("the thresholds processor needs `summaries` or `open_summaries`")
+            self._summaries = self._open_summaries()
         if self.producer is None:
             self.producer = make_producer(self.settings, client_id=f"memstream.{self.name}", logger=log)
 
@@ -212,7 +220,9 @@ class Thresholds(Processor):
         """Rebuild the thread's counters from the journal since its last summary (module doc)."""
         if self.journal is None:
             raise NeedsNodeJournal("the thresholds processor needs the node's journal")
-        summary = await self.summaries.current(message.thread, message.agent_id)
+        if self._summaries is None:
+            raise RuntimeError("the thresholds processor was not started")
+        summary = await self._summaries.current(message.thread, message.agent_id)
         last = summary.last_message_offset if summary is not None else -1
         since: list[Message] = []
         cursor = last
@@ -285,11 +295,29 @@ class Thresholds(Processor):
             raise RequestNotDelivered(f"compaction requests not confirmed: {errors or 'timed out'}")
 
 
+def store_namespace(settings: Settings) -> str:
+    """The Redis namespace of one deployment's counters: its journal (the authority they derive
+    from), so deployments sharing a Redis never share counters."""
+    digest = hashlib.sha256(settings.journal.encode("utf-8")).hexdigest()[:16]
+    return f"{DEFAULT_NAMESPACE}/{digest}"
+
+
 def create(settings: Settings, *, engines: Engines | None = None) -> Thresholds:
     """The processor for `settings` (`settings.redis`, `settings.object_store`) with the node's
     journal (`engines.journal`). Without it the processor refuses to start (NeedsNodeJournal)."""
     from sinks.objectstore.summaries import ObjectStoreSummaryWriter
 
-    store = ThresholdStore.from_url(settings.redis, token_limit=TOKEN_LIMIT, message_limit=MESSAGE_LIMIT)
+    store = ThresholdStore.from_url(
+        settings.redis,
+        token_limit=TOKEN_LIMIT,
+        message_limit=MESSAGE_LIMIT,
+        namespace=store_namespace(settings),
+    )
     journal = engines.journal if engines is not None else None
-    return Thresholds(settings, store, journal, ObjectStoreSummaryWriter.from_settings(settings))
+    return Thresholds(
+        settings,
+        store,
+        journal,
+        None,
+        open_summaries=lambda: ObjectStoreSummaryWriter.from_settings(settings),
+    )

@@ -119,8 +119,8 @@ def test_journal_max_message_bytes_fits_the_largest_journal_message() -> None:
 
 def test_undeclared_topic_raises() -> None:
     registry = load_topics()
-    with pytest.raises(UndeclaredTopic, match=r"compaction\.requested"):
-        registry.get("compaction.requested")
+    with pytest.raises(UndeclaredTopic, match=r"no\.such\.topic"):
+        registry.get("no.such.topic")
     with pytest.raises(UndeclaredTopic):
         topic_name(Settings(), "journal.message")
     assert "journal.messages" in registry and "nope" not in registry
@@ -159,7 +159,7 @@ def test_validate_rejects_bad_payloads(change: Any, where: str) -> None:
 
 def test_validate_unknown_topic_raises() -> None:
     with pytest.raises(UndeclaredTopic):
-        load_topics().validate("compaction.requested", {})
+        load_topics().validate("no.such.topic", {})
 
 
 def test_a_model_message_validates() -> None:
