@@ -302,17 +302,24 @@ def store_namespace(settings: Settings) -> str:
     return f"{DEFAULT_NAMESPACE}/{digest}"
 
 
-def create(settings: Settings, *, engines: Engines | None = None) -> Thresholds:
-    """The processor for `settings` (`settings.redis`, `settings.object_store`) with the node's
-    journal (`engines.journal`). Without it the processor refuses to start (NeedsNodeJournal)."""
-    from sinks.objectstore.summaries import ObjectStoreSummaryWriter
-
-    store = ThresholdStore.from_url(
+def open_store(settings: Settings) -> ThresholdStore:
+    """The deployment's threshold state on `settings.redis` (its own client: `aclose` it). The
+    summarizer uses it too: `release_guard(scope_of(message))` and `reset_counters(scope, offset)`
+    after its summary is written. Does no I/O."""
+    return ThresholdStore.from_url(
         settings.redis,
         token_limit=TOKEN_LIMIT,
         message_limit=MESSAGE_LIMIT,
         namespace=store_namespace(settings),
     )
+
+
+def create(settings: Settings, *, engines: Engines | None = None) -> Thresholds:
+    """The processor for `settings` (`settings.redis`, `settings.object_store`) with the node's
+    journal (`engines.journal`). Without it the processor refuses to start (NeedsNodeJournal)."""
+    from sinks.objectstore.summaries import ObjectStoreSummaryWriter
+
+    store = open_store(settings)
     journal = engines.journal if engines is not None else None
     return Thresholds(
         settings,

@@ -268,6 +268,24 @@ async def test_counting_starts_after_the_last_summary_also_when_rebuilt(
     assert (second["from_offset"], second["to_offset"], second["messages"]) == (60, 109, 50)
 
 
+async def test_a_request_decided_but_not_delivered_is_sent_on_redelivery(
+    processor: Thresholds, journal: SlateJournal, store: ThresholdStore, settings_: Settings
+) -> None:
+    messages = await append(journal, 52)
+    await feed(processor, messages[:49])
+    crossing = messages[49]
+    # the script ran for the 50th message, then the worker died before producing the request
+    decided = await store.count(
+        ThreadScope("test", "acme", "bot", "th-1"), crossing.message_id, 49, crossing.token_count
+    )
+    assert decided.kind == "request"
+    assert requests(settings_) == []
+    await feed(processor, messages[45:])  # redelivery after the crash
+    await feed(processor, messages[45:])  # delivered and marked sent: not again
+    (request,) = requests(settings_)
+    assert (request["to_offset"], request["messages"]) == (49, 50)
+
+
 async def test_tenants_are_counted_apart(
     processor: Thresholds, journal: SlateJournal, settings_: Settings
 ) -> None:
