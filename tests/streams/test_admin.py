@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -45,6 +46,17 @@ def describe(settings: Settings, broker_name: str) -> dict[str, str]:
     return {name: entry.value for name, entry in entries.items()}
 
 
+def wait_for_config(
+    settings: Settings, broker_name: str, key: str, value: str, timeout: float = 15.0
+) -> None:
+    """Kafka applies config changes through its metadata log: a describe right after an alter can
+    still show the old value for a moment."""
+    deadline = time.monotonic() + timeout
+    while (seen := describe(settings, broker_name).get(key)) != value:
+        assert time.monotonic() < deadline, f"{broker_name} {key} is {seen!r}, expected {value!r}"
+        time.sleep(0.1)
+
+
 def partitions(settings: Settings, broker_name: str) -> int:
     return len(admin(settings).list_topics(broker_name, timeout=10).topics[broker_name].partitions)
 
@@ -77,14 +89,14 @@ def test_config_drift_is_corrected(broker_settings: Settings, registry: TopicReg
     resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=drift)
     client = admin(broker_settings)
     client.incremental_alter_configs([resource])[resource].result(timeout=10)
-    assert describe(broker_settings, name)["retention.ms"] == "1000"
+    wait_for_config(broker_settings, name, "retention.ms", "1000")
 
     report = apply_topics(broker_settings, registry)
     assert report.updated == ("journal.messages",)
     assert report.unchanged == tuple(n for n in registry.names() if n != "journal.messages")
     declared = registry.get("journal.messages").config["retention.ms"]
     assert report.result("journal.messages").changes == (f"config retention.ms 1000 -> {declared}",)
-    assert describe(broker_settings, name)["retention.ms"] == declared
+    wait_for_config(broker_settings, name, "retention.ms", declared)
     assert not apply_topics(broker_settings, registry).changed
 
 
