@@ -155,15 +155,15 @@ def test_code_uses_only_declared_topics_through_the_registry() -> None:
 
 
 BAD_SOURCE = '''
-"""Docstrings may mention compaction.requested and dlq.summarizer freely."""
+"""Docstrings may mention compaction.flushed and dlq.summarizer freely."""
 from streams.topics import topic_name, dlq_topic
 
 JOURNAL_TOPIC = "journal.messages"
-OTHER_TOPIC = "compaction.flushed"
+OTHER_TOPIC = "no.such.topic"
 
 def f(settings, producer, consumer, app, prefix):
     topic_name(settings, "journal.messages")
-    topic_name(settings, "compaction.requested")
+    topic_name(settings, "compaction.flushed")
     settings.topic("journal.message")
     producer.produce("journal.messages", b"v")
     consumer.subscribe([topic_name(settings, "journal.messages"), "raw.topic"])
@@ -171,7 +171,7 @@ def f(settings, producer, consumer, app, prefix):
     dlq_topic("summarizer")
     name = f"{prefix}journal.messages"
     other = prefix + "journal.messages"
-    planned = "compaction.requested"
+    planned = "compaction.flushed"
     dead = "dlq.summarizer"
     return topic_name(settings, JOURNAL_TOPIC), name, other, planned, dead
 '''
