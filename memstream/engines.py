@@ -8,21 +8,31 @@ first use; `close()` closes what was built.
 
 from __future__ import annotations
 
+import asyncpg
+
 from memstream.config import Settings
 from memstream.embeddings.base import Embedder
 from memstream.embeddings.factory import build_embedder
 from memstream.embeddings.sparse import Bm25Sparse
 from memstream.journal.base import Journal
+from memstream.models.base import ChatModel
+from memstream.models.factory import build_chat_model
 from sinks.qdrant.base import VectorIndex
 from sinks.qdrant.factory import build_index
 
 
 class Engines:
-    def __init__(self, settings: Settings, *, journal: Journal | None = None) -> None:
+    def __init__(
+        self, settings: Settings, *, journal: Journal | None = None, pool: asyncpg.Pool | None = None
+    ) -> None:
         self.settings = settings
         self.journal = journal
         """The node's journal (its single writer), for processors that read it; None outside the node.
         Not closed by `close()`: its owner closes it."""
+        self.pool = pool
+        """The node's Postgres pool (agent memory, agents), for processors; None outside the node.
+        Not closed by `close()`: its owner closes it."""
+        self._chat_model: ChatModel | None = None
         self._index: VectorIndex | None = None
         self._embedder: Embedder | None = None
         self._sparse: Bm25Sparse | None = None
@@ -42,7 +52,16 @@ class Engines:
             self._sparse = Bm25Sparse()
         return self._sparse
 
+    def chat_model(self) -> ChatModel:
+        """The configured chat model (offline by default), shared by the flush and the summarizer."""
+        if self._chat_model is None:
+            self._chat_model = build_chat_model(self.settings.chat_model)
+        return self._chat_model
+
     async def close(self) -> None:
+        chat, self._chat_model = self._chat_model, None
+        if chat is not None:
+            await chat.close()
         index, self._index = self._index, None
         if index is not None:
             await index.close()

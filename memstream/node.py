@@ -129,7 +129,7 @@ async def _serve(
         )
         await relay.rewind(0)
     api_journal: Journal = NotifyingJournal(journal, relay)
-    engines = Engines(settings, journal=journal)
+    engines = Engines(settings, journal=journal, pool=pool)
     memory = MemoryDeps.build(pool, engines.embedder(), engines.sparse(), engines.index())
     summary_cache = RedisSummaryCache.from_settings(settings)  # Redis: embedded or configured
     app = create_app(build_api_deps(settings, api_journal, pool, memory=memory, summary_cache=summary_cache))
