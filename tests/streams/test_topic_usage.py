@@ -21,7 +21,7 @@ from streams.topics import TopicRegistry, load_topics
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("memstream", "streams", "processors", "sinks")
-PLANNED = {"compaction.requested", "compaction.flushed", "memory.entries"}
+PLANNED = {"compaction.requested", "compaction.flushed", "memory.entries", "example.planned"}
 KAFKA_TOPIC_CALLS = {"produce", "subscribe", "NewTopic", "TopicPartition", "NewPartitions"}
 
 
@@ -155,7 +155,7 @@ def test_code_uses_only_declared_topics_through_the_registry() -> None:
 
 
 BAD_SOURCE = '''
-"""Docstrings may mention compaction.flushed and dlq.summarizer freely."""
+"""Docstrings may mention example.planned and dlq.summarizer freely."""
 from streams.topics import topic_name, dlq_topic
 
 JOURNAL_TOPIC = "journal.messages"
@@ -163,7 +163,7 @@ OTHER_TOPIC = "no.such.topic"
 
 def f(settings, producer, consumer, app, prefix):
     topic_name(settings, "journal.messages")
-    topic_name(settings, "compaction.flushed")
+    topic_name(settings, "example.planned")
     settings.topic("journal.message")
     producer.produce("journal.messages", b"v")
     consumer.subscribe([topic_name(settings, "journal.messages"), "raw.topic"])
@@ -171,7 +171,7 @@ def f(settings, producer, consumer, app, prefix):
     dlq_topic("summarizer")
     name = f"{prefix}journal.messages"
     other = prefix + "journal.messages"
-    planned = "compaction.flushed"
+    planned = "example.planned"
     dead = "dlq.summarizer"
     return topic_name(settings, JOURNAL_TOPIC), name, other, planned, dead
 '''
