@@ -22,6 +22,12 @@ ProcessorFactory = Callable[[Settings, "Engines | None"], Processor]
 (a worker alone), the processor builds its own and closes them when it stops."""
 
 
+def _flush(settings: Settings, engines: Engines | None) -> Processor:
+    from processors.flush import create
+
+    return create(settings, engines=engines)  # needs engines.journal and engines.pool (the node)
+
+
 def _qdrant_projection(settings: Settings, engines: Engines | None) -> Processor:
     from processors.qdrant_projection import create  # imported on use: it loads the index engines
 
@@ -35,6 +41,7 @@ def _thresholds(settings: Settings, engines: Engines | None) -> Processor:
 
 
 PROCESSORS: Mapping[str, ProcessorFactory] = {
+    "flush": _flush,
     "qdrant-projection": _qdrant_projection,
     "thresholds": _thresholds,
 }

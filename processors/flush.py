@@ -1,0 +1,353 @@
+"""`flush`: the pre-compaction flush. Before a thread is summarized, durable facts stated in the
+messages about to be compressed are saved to agent memory.
+
+Input: `compaction.requested`. Output: `compaction.flushed` (key thread_id; `flushed_payload`).
+
+Per request:
+
+1. Only when the agent has the Memory capability bound (`AgentService.has_memory`): read the
+   request's messages (`from_offset`..`to_offset` of the thread, this agent's only) from the
+   journal, make ONE `ChatModel.extract_facts` call on them, and store every fact through
+   `MemoryService.store`, agent memory's normal write path (screening, capacity, same-key rules),
+   with provenance `Provenance(thread_id, fact.message_ids)`. Without Memory bound nothing is
+   read, the model is not called and nothing is stored (status `skipped_no_memory`).
+2. Scope of a fact: the request's (environment, account, agent) and the user of the messages it
+   came from (the request's `user_id` when they carry none), `scope_visibility="private"` when
+   there is such a user, else `"shared"`. A fact whose messages belong to several users has no
+   single owner: it is rejected (never stored visible to the wrong user).
+3. Best-effort: a fact the write path refuses (`InvalidInput` and its subclasses: screening,
+   capacity, content length ...) is counted in `facts_rejected` and the others are still stored.
+   Any other failure (model error, timeout or invalid output; a Postgres or journal error) is
+   logged, ends this request's flush with status `failed` and its `error`, and the thread moves on.
+4. ALWAYS, then: `compaction.flushed` is produced (the request's fields plus `flush`: status,
+   facts_stored, facts_rejected, error when failed), and `process` returns only once the broker
+   confirmed every record of the batch (idempotent producer), so offsets are committed after the
+   flush records are durable. An unconfirmed record (`FlushNotDelivered`) fails the batch, which
+   is retried.
+
+Idempotent under redelivery and replay: flushing the same request again extracts the same facts
+and stores them again, which is a same-key, same-content no-op by `MemoryService.store`'s rules
+(outcome `unchanged`: nothing written, no outbox row); `facts_stored` counts facts the write path
+accepted, whether created, replaced or unchanged. A request that is not a valid
+`compaction.requested` value is dead-lettered (InvalidMessage) before anything of its batch is
+done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import asyncpg
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka import Message as KafkaMessage
+
+from memstream.config import Settings
+from memstream.engines import Engines
+from memstream.errors import InvalidInput, MemstreamError
+from memstream.journal.base import Journal
+from memstream.journal.models import Message, ThreadRef
+from memstream.memory.agents import AgentRef, AgentService
+from memstream.memory.models import Provenance
+from memstream.memory.service import MemoryService
+from memstream.models.base import ChatModel, ExtractedFact
+from memstream.pinned import MemoryScope
+from streams.producer import make_producer
+from streams.runtime.processor import InvalidMessage, Processor, Record
+from streams.topics import InvalidPayload, default_registry, topic_name
+
+NAME = "flush"
+SOURCE_TOPIC = "compaction.requested"
+OUTPUT_TOPIC = "compaction.flushed"
+FLUSHED_SCHEMA_VERSION = 1
+
+JOURNAL_PAGE = 1000
+MODEL_TIMEOUT_S = 120.0
+"""The extraction call is abandoned (status `failed`) after this long, whatever the provider's own
+timeouts and retries."""
+DELIVERY_TIMEOUT_S = 30.0
+ERROR_MAX_CHARS = 1000
+
+log = logging.getLogger("memstream.flush")
+
+Status = Literal["stored", "skipped_no_memory", "failed"]
+
+
+class NeedsNode(MemstreamError):
+    """The processor was started without the node's journal or Postgres pool
+    (e.g. `memstream worker flush`)."""
+
+    code = "needs_node"
+
+
+class FlushNotDelivered(MemstreamError):
+    """The broker did not confirm a `compaction.flushed` record: the batch is retried (transient)."""
+
+    code = "compaction_flushed_not_delivered"
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A decoded `compaction.requested` value; `payload` is the value itself (echoed in the output)."""
+
+    environment: str
+    account_id: str
+    agent_id: str
+    user_id: str | None
+    thread_id: str
+    from_offset: int
+    to_offset: int
+    payload: dict[str, Any]
+
+    @property
+    def thread(self) -> ThreadRef:
+        return ThreadRef(environment=self.environment, account_id=self.account_id, thread_id=self.thread_id)
+
+
+@dataclass(frozen=True, slots=True)
+class FlushResult:
+    """What one request's flush did (the `flush` object of `compaction.flushed`)."""
+
+    status: Status
+    facts_stored: int = 0
+    facts_rejected: int = 0
+    error: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "status": self.status,
+            "facts_stored": self.facts_stored,
+            "facts_rejected": self.facts_rejected,
+        }
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+
+def decode(record: Record) -> Request:
+    """The request in `record`; InvalidMessage when it is not a valid `compaction.requested` value."""
+    if record.value is None:
+        raise InvalidMessage(record, f"{SOURCE_TOPIC} value is missing")
+    try:
+        payload = json.loads(record.value)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidMessage(record, f"{SOURCE_TOPIC} value is not JSON: {exc}") from exc
+    try:
+        default_registry().validate(SOURCE_TOPIC, payload)
+    except InvalidPayload as exc:
+        raise InvalidMessage(record, f"{SOURCE_TOPIC} value is invalid: {exc}") from exc
+    if payload["from_offset"] > payload["to_offset"]:
+        raise InvalidMessage(
+            record,
+            f"{SOURCE_TOPIC} value is invalid: from_offset {payload['from_offset']} is after "
+            f"to_offset {payload['to_offset']}",
+        )
+    return Request(
+        environment=payload["environment"],
+        account_id=payload["account_id"],
+        agent_id=payload["agent_id"],
+        user_id=payload["user_id"],
+        thread_id=payload["thread_id"],
+        from_offset=payload["from_offset"],
+        to_offset=payload["to_offset"],
+        payload=payload,
+    )
+
+
+def flushed_payload(request: Request, result: FlushResult) -> dict[str, Any]:
+    """The `compaction.flushed` value for `request`."""
+    return {**request.payload, "flush": result.as_json()}
+
+
+def fact_owner(fact: ExtractedFact, messages: Sequence[Message], default: str | None) -> str | None:
+    """The user a fact belongs to: the one user of its source messages, else `default`.
+    InvalidInput when its messages belong to several users."""
+    ids = set(fact.message_ids)
+    users = {m.user_id for m in messages if m.message_id in ids and m.user_id is not None}
+    if len(users) > 1:
+        raise InvalidInput(
+            f"fact {fact.key!r} comes from messages of several users ({', '.join(sorted(users))})",
+            field="message_ids",
+        )
+    return users.pop() if users else default
+
+
+def _short(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= ERROR_MAX_CHARS else text[: ERROR_MAX_CHARS - 1] + "…"
+
+
+class Flush(Processor):
+    """The `flush` processor (module doc). `journal` and `pool` are the node's; the chat model is
+    `chat_model` or, when None, `open_chat_model()` called in `start`; `producer` is built in `start`
+    when not given. Construction does no I/O; `start` refuses (NeedsNode) without journal or pool."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        journal: Journal | None,
+        pool: asyncpg.Pool | None,
+        chat_model: ChatModel | None = None,
+        *,
+        open_chat_model: Callable[[], ChatModel] | None = None,
+        name: str = NAME,
+        producer: Producer | None = None,
+        model_timeout_s: float = MODEL_TIMEOUT_S,
+    ) -> None:
+        self.name = name
+        self.source_topics = (SOURCE_TOPIC,)
+        self.settings = settings
+        self.journal = journal
+        self.pool = pool
+        self.chat_model = chat_model
+        self._open_chat_model = open_chat_model
+        self.producer = producer
+        self.model_timeout_s = model_timeout_s
+        self.topic = topic_name(settings, OUTPUT_TOPIC)
+        self._agents: AgentService | None = None
+        self._memory: MemoryService | None = None
+
+    async def start(self) -> None:
+        if self.journal is None or self.pool is None:
+            raise NeedsNode(
+                "the flush processor reads the journal and writes agent memory through the node's "
+                "journal and Postgres pool: it runs inside the node (`memstream up` / `memstream node`), "
+                "not as a separate worker"
+            )
+        if self.chat_model is None:
+            if self._open_chat_model is None:
+                raise ValueError("the flush processor needs `chat_model` or `open_chat_model`")
+            self.chat_model = self._open_chat_model()
+        self._agents = AgentService(self.pool)
+        self._memory = MemoryService(self.pool)
+        if self.producer is None:
+            self.producer = make_producer(self.settings, client_id=f"memstream.{self.name}", logger=log)
+
+    async def process(self, batch: Sequence[Record]) -> None:
+        requests = [decode(record) for record in batch]  # all-or-nothing before any effect
+        if not requests:
+            return
+        out: list[tuple[Request, dict[str, Any]]] = []
+        for request in requests:
+            result = await self.flush(request)
+            out.append((request, flushed_payload(request, result)))
+        await asyncio.to_thread(self._produce, out)
+
+    async def flush(self, request: Request) -> FlushResult:
+        """Flush one request (module doc, steps 1-3). Never raises but for cancellation."""
+        where = f"{request.environment}/{request.account_id}/{request.agent_id}/{request.thread_id}"
+        try:
+            result = await self._flush(request)
+        except Exception as exc:  # best-effort: the thread moves on to summarization
+            log.warning(
+                "flush of %s (offsets %d..%d) failed: %s",
+                where,
+                request.from_offset,
+                request.to_offset,
+                _short(exc),
+            )
+            return FlushResult("failed", error=_short(exc))
+        log.info(
+            "flush of %s (offsets %d..%d): %s, %d facts stored, %d rejected",
+            where,
+            request.from_offset,
+            request.to_offset,
+            result.status,
+            result.facts_stored,
+            result.facts_rejected,
+        )
+        return result
+
+    async def _flush(self, request: Request) -> FlushResult:
+        if self._agents is None or self._memory is None or self.chat_model is None:
+            raise RuntimeError("the flush processor was not started")
+        agent = AgentRef(
+            environment=request.environment, account_id=request.account_id, agent_id=request.agent_id
+        )
+        if not await self._agents.has_memory(agent):
+            return FlushResult("skipped_no_memory")
+        messages = await self.messages(request)
+        if not messages:
+            return FlushResult("stored")
+        async with asyncio.timeout(self.model_timeout_s):
+            draft = await self.chat_model.extract_facts(messages)
+        stored = rejected = 0
+        for fact in draft.facts:
+            try:
+                await self._store(request, fact, messages)
+            except InvalidInput as exc:
+                rejected += 1
+                log.info("flush of %s: fact %r rejected: %s", request.thread_id, fact.key, _short(exc))
+            except Exception as exc:
+                return FlushResult("failed", stored, rejected, _short(exc))
+            else:
+                stored += 1
+        return FlushResult("stored", stored, rejected)
+
+    async def _store(self, request: Request, fact: ExtractedFact, messages: Sequence[Message]) -> None:
+        assert self._memory is not None
+        user = fact_owner(fact, messages, request.user_id)
+        scope = MemoryScope(
+            environment=request.environment,
+            account_id=request.account_id,
+            agent_id=request.agent_id,
+            user_id=user,
+        )
+        await self._memory.store(
+            scope,
+            fact.key,
+            fact.content,
+            fact.category,
+            scope_visibility="private" if user is not None else "shared",
+            importance=fact.importance,
+            source=Provenance(thread_id=request.thread_id, message_ids=fact.message_ids),
+        )
+
+    async def messages(self, request: Request) -> list[Message]:
+        """The agent's messages of the thread with offsets `from_offset`..`to_offset`, in order."""
+        if self.journal is None:
+            raise NeedsNode("the flush processor needs the node's journal")
+        found: list[Message] = []
+        cursor = request.from_offset - 1
+        while cursor < request.to_offset:
+            page = await self.journal.after(request.thread, cursor, JOURNAL_PAGE)
+            if not page:
+                break
+            found.extend(m for m in page if m.offset <= request.to_offset and m.agent_id == request.agent_id)
+            cursor = page[-1].offset
+        return found
+
+    def _produce(self, records: Sequence[tuple[Request, dict[str, Any]]]) -> None:
+        producer = self.producer
+        if producer is None:
+            raise RuntimeError("the flush processor was not started")
+        errors: list[str] = []
+
+        def delivered(err: KafkaError | None, _msg: KafkaMessage) -> None:
+            if err is not None:
+                errors.append(str(err))
+
+        for request, payload in records:
+            producer.produce(
+                self.topic,
+                key=request.thread_id.encode("utf-8"),
+                value=json.dumps(payload).encode("utf-8"),
+                on_delivery=delivered,
+            )
+        if producer.flush(DELIVERY_TIMEOUT_S) != 0 or errors:
+            raise FlushNotDelivered(f"compaction.flushed records not confirmed: {errors or 'timed out'}")
+
+
+def create(settings: Settings, *, engines: Engines | None = None) -> Flush:
+    """The processor with the node's journal, Postgres pool and chat model (`engines`). Without
+    the journal or the pool it refuses to start (NeedsNode). Does no I/O."""
+    return Flush(
+        settings,
+        engines.journal if engines is not None else None,
+        engines.pool if engines is not None else None,
+        open_chat_model=engines.chat_model if engines is not None else None,
+    )

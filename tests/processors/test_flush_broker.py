@@ -1,0 +1,278 @@
+"""flush over real Postgres, a real SlateJournal and the real broker, with the offline model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from pydantic import SecretStr
+
+from memstream.config import Settings
+from memstream.journal.models import Message, NewMessage, ThreadRef
+from memstream.journal.store import SlateJournal
+from memstream.memory.agents import AgentRef, AgentService
+from memstream.memory.models import MemoryEntry
+from memstream.memory.service import MemoryService
+from memstream.models.base import (
+    ChatMessage,
+    Completion,
+    FactsDraft,
+    ModelUnavailable,
+    SummaryDraft,
+)
+from memstream.models.offline import OfflineChatModel
+from memstream.pinned import MemoryScope
+from memstream.summaries import Summary
+from processors.flush import NAME, OUTPUT_TOPIC, SOURCE_TOPIC, Flush, NeedsNode, create
+from streams.admin import apply_topics
+from streams.runtime.processor import InvalidMessage, Record
+from streams.topics import default_registry, topic_name
+
+USER_SAYS = ["Hi, my name is Ada.", "I prefer tea in the morning."]
+
+
+class CountingModel:
+    """The offline model, counting `extract_facts` calls."""
+
+    def __init__(self) -> None:
+        self.inner = OfflineChatModel()
+        self.extract_calls = 0
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    async def summarize(
+        self, previous: Summary | None, messages: Sequence[Message], *, max_tokens: int
+    ) -> SummaryDraft:
+        return await self.inner.summarize(previous, messages, max_tokens=max_tokens)
+
+    async def extract_facts(self, messages: Sequence[Message]) -> FactsDraft:
+        self.extract_calls += 1
+        return await self.inner.extract_facts(messages)
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        response_format: dict[str, Any] | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        return await self.inner.complete(messages, response_format=response_format, max_tokens=max_tokens)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+class UnreachableModel(CountingModel):
+    """A model whose endpoint cannot be reached."""
+
+    async def extract_facts(self, messages: Sequence[Message]) -> FactsDraft:
+        self.extract_calls += 1
+        raise ModelUnavailable("connection refused (after 3 attempts)")
+
+
+@pytest.fixture
+def settings_(broker: str, topic_prefix: str, tmp_path: Path) -> Settings:
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        environment="test",
+        topic_prefix=topic_prefix,
+        broker_url=f"kafka://{broker}",
+        redis_url=SecretStr("redis://127.0.0.1:1"),
+    )
+    reg = default_registry()
+    apply_topics(settings, reg, topics=[reg.get(SOURCE_TOPIC), reg.get(OUTPUT_TOPIC), reg.dlq_topic(NAME)])
+    return settings
+
+
+@pytest.fixture
+def model() -> CountingModel:
+    return CountingModel()
+
+
+@pytest.fixture
+async def processor(
+    settings_: Settings, journal: SlateJournal, pool: asyncpg.Pool, model: CountingModel
+) -> AsyncIterator[Flush]:
+    processor = Flush(settings_, journal, pool, model)
+    await processor.start()
+    try:
+        yield processor
+    finally:
+        await processor.stop()
+
+
+async def conversation(journal: SlateJournal, *, user: str | None = "u1") -> list[Message]:
+    """Four messages of agent `bot` in thread th-1: two user self-statements, two answers."""
+    ref = ThreadRef(environment="test", account_id="acme", thread_id="th-1")
+    stored: list[Message] = []
+    for text in USER_SAYS:
+        stored += await journal.append(ref, "bot", user, [NewMessage(role="user", content=text)])
+        stored += await journal.append(ref, "bot", None, [NewMessage(role="assistant", content="Noted.")])
+    return stored
+
+
+def request_record(messages: Sequence[Message], *, user: str | None = "u1") -> Record:
+    payload = {
+        "schema_version": 1,
+        "environment": "test",
+        "account_id": "acme",
+        "agent_id": "bot",
+        "user_id": user,
+        "thread_id": "th-1",
+        "from_offset": messages[0].offset,
+        "to_offset": messages[-1].offset,
+        "tokens": sum(m.token_count for m in messages),
+        "messages": len(messages),
+        "reason": "messages",
+        "requested_at": "2026-11-29T12:00:00Z",
+    }
+    default_registry().validate(SOURCE_TOPIC, payload)
+    return Record(SOURCE_TOPIC, 0, 0, b"th-1", json.dumps(payload).encode(), (), None)
+
+
+async def bind_memory(pool: asyncpg.Pool) -> None:
+    await AgentService(pool).bind(AgentRef(environment="test", account_id="acme", agent_id="bot"), ["Memory"])
+
+
+async def entries(pool: asyncpg.Pool, user: str | None) -> list[MemoryEntry]:
+    scope = MemoryScope(environment="test", account_id="acme", agent_id="bot", user_id=user)
+    page = await MemoryService(pool).list(scope, limit=500)
+    return sorted(page.entries, key=lambda e: e.key)
+
+
+def flushed(settings: Settings) -> list[dict[str, Any]]:
+    """Every record on compaction.flushed so far (validated, keys checked), by assignment."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": settings.broker_bootstrap,
+            "group.id": f"check-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+        }
+    )
+    topic = topic_name(settings, OUTPUT_TOPIC)
+    found: list[dict[str, Any]] = []
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions
+        }
+        pending = {p for p, end in ends.items() if end > 0}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
+        deadline = time.monotonic() + 20
+        while pending:
+            assert time.monotonic() < deadline, "timed out reading compaction.flushed"
+            msg = consumer.poll(0.2)
+            if msg is None or msg.error() is not None:
+                continue
+            value, offset = msg.value(), msg.offset()
+            assert value is not None and offset is not None
+            payload = json.loads(value)
+            assert msg.key() == payload["thread_id"].encode()
+            found.append(payload)
+            if offset + 1 >= ends[msg.partition()]:
+                pending.discard(msg.partition())
+    finally:
+        consumer.close()
+    for payload in found:
+        default_registry().validate(OUTPUT_TOPIC, payload)
+    return found
+
+
+async def test_with_memory_bound_facts_are_stored_private_with_provenance_once(
+    processor: Flush, journal: SlateJournal, pool: asyncpg.Pool, model: CountingModel, settings_: Settings
+) -> None:
+    await bind_memory(pool)
+    messages = await conversation(journal)
+    record = request_record(messages)
+    await processor.process([record])
+    stored = await entries(pool, "u1")
+    await processor.process([record])  # redelivery
+    assert await entries(pool, "u1") == stored  # nothing written again (same key, same content)
+    assert [(e.key, e.visibility, e.user_id) for e in stored] == [
+        ("user.name", "private", "u1"),
+        ("user.preference.tea", "private", "u1"),
+    ]
+    assert "Ada" in stored[0].content and "tea" in stored[1].content
+    assert stored[0].source is not None and stored[0].source.thread_id == "th-1"
+    assert stored[0].source.message_ids == (messages[0].message_id,)
+    assert stored[1].source is not None and stored[1].source.message_ids == (messages[2].message_id,)
+    assert await entries(pool, None) == [] and await entries(pool, "u2") == []
+    assert model.extract_calls == 2
+    first, second = flushed(settings_)
+    assert first == second
+    assert first["flush"] == {"status": "stored", "facts_stored": 2, "facts_rejected": 0}
+    assert (first["thread_id"], first["from_offset"], first["to_offset"]) == ("th-1", 0, 3)
+
+
+async def test_without_memory_bound_nothing_is_stored_and_the_model_is_not_called(
+    processor: Flush, journal: SlateJournal, pool: asyncpg.Pool, model: CountingModel, settings_: Settings
+) -> None:
+    messages = await conversation(journal)
+    await processor.process([request_record(messages)])
+    assert model.extract_calls == 0
+    count = await pool.fetchval("SELECT count(*) FROM memory_entries")
+    assert count == 0
+    (record,) = flushed(settings_)
+    assert record["flush"] == {"status": "skipped_no_memory", "facts_stored": 0, "facts_rejected": 0}
+
+
+async def test_a_failing_model_is_counted_and_the_thread_still_moves_on(
+    settings_: Settings, journal: SlateJournal, pool: asyncpg.Pool
+) -> None:
+    await bind_memory(pool)
+    messages = await conversation(journal)
+    model = UnreachableModel()
+    processor = Flush(settings_, journal, pool, model)
+    await processor.start()
+    await processor.process([request_record(messages)])
+    await processor.stop()
+    assert model.extract_calls == 1
+    assert await pool.fetchval("SELECT count(*) FROM memory_entries") == 0
+    (record,) = flushed(settings_)
+    assert record["flush"]["status"] == "failed"
+    assert (record["flush"]["facts_stored"], record["flush"]["facts_rejected"]) == (0, 0)
+    assert "ModelUnavailable" in record["flush"]["error"]
+
+
+async def test_a_thread_without_user_stores_shared_facts(
+    processor: Flush, journal: SlateJournal, pool: asyncpg.Pool, settings_: Settings
+) -> None:
+    await bind_memory(pool)
+    messages = await conversation(journal, user=None)
+    await processor.process([request_record(messages, user=None)])
+    shared = await entries(pool, None)
+    assert [(e.key, e.visibility, e.user_id) for e in shared] == [
+        ("user.name", "shared", None),
+        ("user.preference.tea", "shared", None),
+    ]
+    (record,) = flushed(settings_)
+    assert record["flush"]["status"] == "stored"
+
+
+async def test_an_invalid_request_is_dead_lettered_before_anything_is_done(
+    processor: Flush, journal: SlateJournal, pool: asyncpg.Pool, model: CountingModel, settings_: Settings
+) -> None:
+    await bind_memory(pool)
+    good = request_record(await conversation(journal))
+    bad = Record(SOURCE_TOPIC, 0, 1, b"th-1", b'{"schema_version": 1}', (), None)
+    with pytest.raises(InvalidMessage, match=r"compaction\.requested value is invalid"):
+        await processor.process([good, bad])
+    assert model.extract_calls == 0
+    assert flushed(settings_) == []
+
+
+def test_outside_the_node_the_processor_refuses_to_start(settings_: Settings) -> None:
+    processor = create(settings_)
+    assert processor.name == NAME
+    with pytest.raises(NeedsNode, match="runs inside the node"):
+        asyncio.run(processor.start())
