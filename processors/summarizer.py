@@ -1,0 +1,376 @@
+"""`summarizer`: folds a thread's previous summary and its new messages into the next summary.
+
+Input: `compaction.flushed` (key thread_id; the `compaction.requested` fields plus the flush's
+status, which the summarizer ignores). Output: the thread's summary in object storage (through the
+Redis cache), the thresholds' counters restarted and the flush-and-summarize guard released.
+
+Per request (`Summarizer.summarize`):
+
+1. Take the thread's summarization lock (`summarization_lock_name`, a Redis lease of
+   `LOCK_TTL_S`). When another summarizer holds it, poll for up to `lock_wait_s`, re-reading the
+   current summary each time: once it covers the request, the request is done. Still held after
+   the wait -> `SummarizerBusy`, a transient error: the runtime retries the batch later (a dead
+   holder frees the lock when its lease runs out). The lock only avoids duplicate model calls;
+   correctness comes from the optimistic version check of the write.
+2. `current = store.current(...)`. When it covers `to_offset` the request is done (redelivery,
+   replay, or a racing summarizer won): nothing is written (idempotent).
+3. Otherwise read the agent's messages after `current.last_message_offset` (-1 without one) up to
+   `to_offset` from the journal, call `chat_model.summarize(current, messages,
+   max_tokens=SUMMARY_MAX_TOKENS)` and write version `current.version + 1` (1 without one) with
+   `expected_version=current.version`. A `SummaryVersionConflict` re-reads and re-checks (at most
+   `MAX_CONFLICTS` times).
+4. After the summary is durable (or found covering): `reset_counters(scope, last + 1)` and release
+   the guard, then the lock.
+
+Failures of the model or the storage (`ModelError`, `SummaryWriteFailed`, `SummaryUnavailable`,
+`JournalUnavailable`) are retried after `retry_delays` (one more attempt per delay). A request
+that still fails - or fails in a way retrying cannot fix (`ModelRequestRejected`,
+`ModelUnsupported`, a `to_offset` the journal does not hold) - releases the thread's guard (so it
+can be compacted again) and is dead-lettered (`InvalidMessage`) with the reason. Redis errors
+(lock, counters, guard) propagate as transient: the batch is retried by the runtime.
+
+The guard is released only when it belongs to this request or an earlier one (its value is the
+crossing offset, <= `to_offset`): a late redelivery never frees the guard of a newer crossing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from memstream.config import Settings
+from memstream.engines import Engines
+from memstream.errors import JournalUnavailable, MemstreamError
+from memstream.journal.base import Journal
+from memstream.journal.models import Message, ThreadRef
+from memstream.models.base import ChatModel, ModelError, ModelRequestRejected, ModelUnsupported
+from memstream.summaries import (
+    Summary,
+    SummaryStore,
+    SummaryUnavailable,
+    SummaryVersionConflict,
+    SummaryWriteFailed,
+    summarization_lock_name,
+)
+from processors.thresholds import NeedsNodeJournal, open_store
+from sinks.redis.locks import Lease, RedisLocks
+from sinks.redis.thresholds import ThreadScope, ThresholdStore
+from streams.runtime.processor import InvalidMessage, Processor, Record
+
+NAME = "summarizer"
+SOURCE_TOPIC = "compaction.flushed"
+
+SUMMARY_MAX_TOKENS = 500
+"""The bound on every summary's size (o200k tokens), asked of the chat model."""
+LOCK_TTL_S = 120.0
+"""The summarization lock's lease; renewed before each model call and before the write."""
+LOCK_WAIT_S = 5.0
+"""How long a request waits for another summarizer of its thread before the batch is retried."""
+LOCK_POLL_S = 0.1
+RETRY_DELAYS_S: tuple[float, ...] = (0.5, 2.0, 8.0)
+"""Backoff between the attempts of one request (len + 1 attempts)."""
+MAX_CONFLICTS = 5
+JOURNAL_PAGE = 1000
+
+log = logging.getLogger("memstream.summarizer")
+
+Clock = Callable[[], datetime]
+RETRIED: tuple[type[Exception], ...] = (
+    ModelError,
+    SummaryWriteFailed,
+    SummaryUnavailable,
+    JournalUnavailable,
+)
+
+
+class SummarizerBusy(MemstreamError):
+    """Another summarizer held the thread's lock for the whole wait: the batch is retried (transient)."""
+
+    code = "summarizer_busy"
+
+
+class RequestNotSatisfiable(MemstreamError):
+    """The request names messages the journal does not hold: retrying cannot help."""
+
+    code = "compaction_request_not_satisfiable"
+
+
+FINAL: tuple[type[Exception], ...] = (ModelRequestRejected, ModelUnsupported, RequestNotSatisfiable)
+"""Failures retrying cannot fix: the request is dead-lettered at once."""
+
+
+class FlushedRequest(BaseModel):
+    """The fields of a `compaction.flushed` value the summarizer uses (others are ignored)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    environment: str = Field(min_length=1)
+    account_id: str = Field(min_length=1)
+    agent_id: str = Field(min_length=1)
+    thread_id: str = Field(min_length=1)
+    from_offset: int = Field(ge=0)
+    to_offset: int = Field(ge=0)
+
+    @property
+    def thread(self) -> ThreadRef:
+        return ThreadRef(environment=self.environment, account_id=self.account_id, thread_id=self.thread_id)
+
+    @property
+    def scope(self) -> ThreadScope:
+        return ThreadScope(self.environment, self.account_id, self.agent_id, self.thread_id)
+
+    def covered_by(self, summary: Summary | None) -> bool:
+        return summary is not None and summary.last_message_offset >= self.to_offset
+
+
+def decode(record: Record) -> FlushedRequest:
+    """The request in `record`; InvalidMessage when it is not one."""
+    if record.value is None:
+        raise InvalidMessage(record, f"{SOURCE_TOPIC} value is missing")
+    try:
+        request = FlushedRequest.model_validate_json(record.value)
+        request.thread  # noqa: B018  # validates the ids
+    except ValidationError as exc:
+        raise InvalidMessage(record, f"{SOURCE_TOPIC} value is invalid: {exc}") from exc
+    if request.from_offset > request.to_offset:
+        raise InvalidMessage(record, f"{SOURCE_TOPIC} value is invalid: from_offset > to_offset")
+    return request
+
+
+def next_summary(
+    current: Summary | None, messages: Sequence[Message], content: str, token_count: int, now: datetime
+) -> Summary:
+    """The summary following `current` that folds `messages` (non-empty, offset order)."""
+    last = messages[-1]
+    return Summary(
+        version=current.version + 1 if current is not None else 1,
+        timestamp=now,
+        last_message_offset=last.offset,
+        last_message_id=last.message_id,
+        content=content,
+        token_count=token_count,
+        message_count=(current.message_count if current is not None else 0) + len(messages),
+    )
+
+
+class Summarizer(Processor):
+    """The `summarizer` processor (module doc). Construction does no I/O; without `chat_model`,
+    `chat_model_factory` builds it in `start`. `closers` are awaited by `stop` (clients this
+    processor owns; the chat model belongs to its giver)."""
+
+    def __init__(
+        self,
+        *,
+        thresholds: ThresholdStore,
+        summaries: SummaryStore,
+        locks: RedisLocks,
+        journal: Journal | None,
+        chat_model: ChatModel | None = None,
+        chat_model_factory: Callable[[], ChatModel] | None = None,
+        name: str = NAME,
+        retry_delays: Sequence[float] = RETRY_DELAYS_S,
+        lock_ttl_s: float = LOCK_TTL_S,
+        lock_wait_s: float = LOCK_WAIT_S,
+        clock: Clock | None = None,
+        closers: Sequence[Callable[[], object]] = (),
+    ) -> None:
+        self.name = name
+        self.source_topics = (SOURCE_TOPIC,)
+        self.thresholds = thresholds
+        self.summaries = summaries
+        self.locks = locks
+        self.journal = journal
+        self.chat_model = chat_model
+        self._chat_model_factory = chat_model_factory
+        self.retry_delays = tuple(retry_delays)
+        self.lock_ttl_s = lock_ttl_s
+        self.lock_wait_s = lock_wait_s
+        self.clock: Clock = clock or (lambda: datetime.now(UTC))
+        self._closers = tuple(closers)
+
+    async def start(self) -> None:
+        if self.journal is None:
+            raise NeedsNodeJournal(
+                "the summarizer reads the messages to summarize from the journal and runs inside the "
+                "node (`memstream up` / `memstream node`), not as a separate worker"
+            )
+        if self.chat_model is None:
+            if self._chat_model_factory is None:
+                raise ValueError("the summarizer needs `chat_model` or `chat_model_factory`")
+            self.chat_model = self._chat_model_factory()
+
+    async def stop(self) -> None:
+        for close in self._closers:
+            result = close()
+            if asyncio.iscoroutine(result):
+                await result
+
+    async def process(self, batch: Sequence[Record]) -> None:
+        requests = [(record, decode(record)) for record in batch]  # all-or-nothing before any effect
+        for record, request in requests:
+            await self.handle(record, request)
+
+    async def handle(self, record: Record, request: FlushedRequest) -> Summary:
+        """Summarize for one request (module doc); the summary covering it."""
+        lease = await self._lock(request)
+        if lease is None:  # another summarizer covered the request while we waited
+            covering = await self.summaries.current(request.thread, request.agent_id)
+            assert covering is not None
+            return covering
+        try:
+            try:
+                summary = await self._with_retries(request, lease)
+            except Exception as exc:
+                if not isinstance(exc, (*RETRIED, *FINAL)):
+                    raise  # transient (Redis, a bug): the runtime retries the batch
+                await self._release_guard(request)
+                reason = f"summarizing {_describe(request)} failed: {type(exc).__name__}: {exc}"
+                log.error("%s; dead-lettered, guard released", reason)
+                raise InvalidMessage(record, reason) from exc
+            await self.thresholds.reset_counters(request.scope, summary.last_message_offset + 1)
+            await self._release_guard(request)
+            return summary
+        finally:
+            try:
+                await self.locks.release(lease)
+            except MemstreamError as exc:
+                log.warning("cannot release %s (%s); its lease frees it", lease.name, exc)
+
+    async def _lock(self, request: FlushedRequest) -> Lease | None:
+        """The thread's lock, or None when the request got covered while another holder worked."""
+        name = summarization_lock_name(request.thread, request.agent_id)
+        deadline = asyncio.get_running_loop().time() + self.lock_wait_s
+        while True:
+            lease = await self.locks.acquire(name, self.lock_ttl_s)
+            if lease is not None:
+                return lease
+            if request.covered_by(await self.summaries.current(request.thread, request.agent_id)):
+                return None
+            if asyncio.get_running_loop().time() >= deadline:
+                raise SummarizerBusy(f"another summarizer holds {name!r}")
+            await asyncio.sleep(LOCK_POLL_S)
+
+    async def _with_retries(self, request: FlushedRequest, lease: Lease) -> Summary:
+        for delay in (*self.retry_delays, None):
+            try:
+                return await self._summarize(request, lease)
+            except FINAL:
+                raise
+            except RETRIED as exc:
+                if delay is None:
+                    raise
+                log.warning(
+                    "summarizing %s failed (%s: %s); retrying in %.2f s",
+                    _describe(request),
+                    type(exc).__name__,
+                    exc,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+    async def _summarize(self, request: FlushedRequest, lease: Lease) -> Summary:
+        """One attempt: read, fold, write with the version check (re-checking after conflicts)."""
+        model = self.chat_model
+        if model is None:
+            raise RuntimeError("the summarizer was not started")
+        for _ in range(MAX_CONFLICTS):
+            current = await self.summaries.current(request.thread, request.agent_id)
+            if current is not None and request.covered_by(current):
+                return current
+            messages = await self._messages(request, current)
+            await self.locks.extend(lease)
+            draft = await model.summarize(current, messages, max_tokens=SUMMARY_MAX_TOKENS)
+            new = next_summary(current, messages, draft.content, draft.token_count, self.clock())
+            await self.locks.extend(lease)
+            try:
+                written = await self.summaries.write(
+                    request.thread,
+                    request.agent_id,
+                    new,
+                    expected_version=current.version if current is not None else None,
+                )
+            except SummaryVersionConflict as exc:
+                log.info("summary of %s changed meanwhile (%s); re-reading", _describe(request), exc)
+                continue
+            log.info(
+                "summary v%d of %s: offsets up to %d, %d messages folded, %d tokens (%s)",
+                written.version,
+                _describe(request),
+                written.last_message_offset,
+                len(messages),
+                written.token_count,
+                draft.prompt_version,
+            )
+            return written
+        raise SummaryWriteFailed(f"summary of {_describe(request)} kept changing ({MAX_CONFLICTS} conflicts)")
+
+    async def _messages(self, request: FlushedRequest, current: Summary | None) -> list[Message]:
+        """The agent's messages after `current` up to `to_offset` (the last one is at `to_offset`)."""
+        journal = self.journal
+        if journal is None:
+            raise NeedsNodeJournal("the summarizer needs the node's journal")
+        cursor = current.last_message_offset if current is not None else -1
+        found: list[Message] = []
+        while cursor < request.to_offset:
+            page = await journal.after(request.thread, cursor, JOURNAL_PAGE)
+            if not page:
+                break
+            found.extend(m for m in page if m.offset <= request.to_offset and m.agent_id == request.agent_id)
+            cursor = page[-1].offset
+        if not found or found[-1].offset != request.to_offset:
+            raise RequestNotSatisfiable(
+                f"the journal holds no message of agent {request.agent_id!r} at offset {request.to_offset}"
+            )
+        return found
+
+    async def _release_guard(self, request: FlushedRequest) -> None:
+        """Release the thread's guard unless it belongs to a later crossing (module doc)."""
+        scope = request.scope
+        held = await self.thresholds.client.get(self.thresholds.guard_key(scope))
+        if held is not None:
+            try:
+                crossing = int(held)
+            except ValueError:
+                crossing = -1
+            if crossing > request.to_offset:
+                return
+        await self.thresholds.release_guard(scope)
+
+
+def _describe(request: FlushedRequest) -> str:
+    return (
+        f"{request.environment}/{request.account_id}/{request.agent_id}/{request.thread_id}"
+        f"@{request.to_offset}"
+    )
+
+
+def lock_namespace(settings: Settings) -> str:
+    """The Redis namespace of one deployment's summarization locks (a hash of its journal URL)."""
+    return "memstream/summarizer/" + hashlib.sha256(settings.journal.encode("utf-8")).hexdigest()[:16]
+
+
+def create(settings: Settings, *, engines: Engines | None = None) -> Summarizer:
+    """The processor for `settings` (`settings.redis`, `settings.object_store`) with the node's
+    journal and chat model (`engines`). Without the journal it refuses to start (NeedsNodeJournal)."""
+    from memstream.summary_store import CachedSummaryWriter
+    from sinks.objectstore.summaries import ObjectStoreSummaryWriter
+    from sinks.redis.client import redis_client
+    from sinks.redis.summary_cache import RedisSummaryCache
+
+    thresholds = open_store(settings)
+    cache = RedisSummaryCache.from_settings(settings)
+    lock_client = redis_client(settings.redis, timeout_s=2.0)
+    return Summarizer(
+        thresholds=thresholds,
+        summaries=CachedSummaryWriter(cache, ObjectStoreSummaryWriter.from_settings(settings)),
+        locks=RedisLocks(lock_client, namespace=lock_namespace(settings)),
+        journal=engines.journal if engines is not None else None,
+        chat_model_factory=engines.chat_model if engines is not None else None,
+        closers=(thresholds.aclose, cache.aclose, lock_client.aclose),
+    )
