@@ -159,19 +159,21 @@ def next_summary(
 
 
 class Summarizer(Processor):
-    """The `summarizer` processor (module doc). Construction does no I/O; without `chat_model`,
-    `chat_model_factory` builds it in `start`. `closers` are awaited by `stop` (clients this
+    """The `summarizer` processor (module doc). Construction does no I/O: without `summaries`
+    (the store, ideally cached) `open_summaries` opens it in `start`, and without `chat_model`
+    `chat_model_factory` builds it there. `closers` are awaited by `stop` (clients this
     processor owns; the chat model belongs to its giver)."""
 
     def __init__(
         self,
         *,
         thresholds: ThresholdStore,
-        summaries: SummaryStore,
+        summaries: SummaryStore | None,
         locks: RedisLocks,
         journal: Journal | None,
         chat_model: ChatModel | None = None,
         chat_model_factory: Callable[[], ChatModel] | None = None,
+        open_summaries: Callable[[], SummaryStore] | None = None,
         name: str = NAME,
         retry_delays: Sequence[float] = RETRY_DELAYS_S,
         lock_ttl_s: float = LOCK_TTL_S,
@@ -182,7 +184,8 @@ class Summarizer(Processor):
         self.name = name
         self.source_topics = (SOURCE_TOPIC,)
         self.thresholds = thresholds
-        self.summaries = summaries
+        self._summaries = summaries
+        self._open_summaries = open_summaries
         self.locks = locks
         self.journal = journal
         self.chat_model = chat_model
@@ -199,10 +202,20 @@ class Summarizer(Processor):
                 "the summarizer reads the messages to summarize from the journal and runs inside the "
                 "node (`memstream up` / `memstream node`), not as a separate worker"
             )
+        if self._summaries is None:
+            if self._open_summaries is None:
+                raise ValueError("the summarizer needs `summaries` or `open_summaries`")
+            self._summaries = self._open_summaries()
         if self.chat_model is None:
             if self._chat_model_factory is None:
                 raise ValueError("the summarizer needs `chat_model` or `chat_model_factory`")
             self.chat_model = self._chat_model_factory()
+
+    @property
+    def summaries(self) -> SummaryStore:
+        if self._summaries is None:
+            raise RuntimeError("the summarizer was not started")
+        return self._summaries
 
     async def stop(self) -> None:
         for close in self._closers:
@@ -368,7 +381,8 @@ def create(settings: Settings, *, engines: Engines | None = None) -> Summarizer:
     lock_client = redis_client(settings.redis, timeout_s=2.0)
     return Summarizer(
         thresholds=thresholds,
-        summaries=CachedSummaryWriter(cache, ObjectStoreSummaryWriter.from_settings(settings)),
+        summaries=None,
+        open_summaries=lambda: CachedSummaryWriter(cache, ObjectStoreSummaryWriter.from_settings(settings)),
         locks=RedisLocks(lock_client, namespace=lock_namespace(settings)),
         journal=engines.journal if engines is not None else None,
         chat_model_factory=engines.chat_model if engines is not None else None,
