@@ -34,6 +34,12 @@ def _qdrant_projection(settings: Settings, engines: Engines | None) -> Processor
     return create(settings, engines=engines)
 
 
+def _summarizer(settings: Settings, engines: Engines | None) -> Processor:
+    from processors.summarizer import create
+
+    return create(settings, engines=engines)  # needs engines.journal (the node) to start
+
+
 def _thresholds(settings: Settings, engines: Engines | None) -> Processor:
     from processors.thresholds import create
 
@@ -43,6 +49,7 @@ def _thresholds(settings: Settings, engines: Engines | None) -> Processor:
 PROCESSORS: Mapping[str, ProcessorFactory] = {
     "flush": _flush,
     "qdrant-projection": _qdrant_projection,
+    "summarizer": _summarizer,
     "thresholds": _thresholds,
 }
 """Registered processors, by name."""

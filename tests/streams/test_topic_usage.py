@@ -155,7 +155,7 @@ def test_code_uses_only_declared_topics_through_the_registry() -> None:
 
 
 BAD_SOURCE = '''
-"""Docstrings may mention example.planned and dlq.summarizer freely."""
+"""Docstrings may mention example.planned and dlq.never-listed freely."""
 from streams.topics import topic_name, dlq_topic
 
 JOURNAL_TOPIC = "journal.messages"
@@ -168,11 +168,11 @@ def f(settings, producer, consumer, app, prefix):
     producer.produce("journal.messages", b"v")
     consumer.subscribe([topic_name(settings, "journal.messages"), "raw.topic"])
     app.topic("journal.messages")
-    dlq_topic("summarizer")
+    dlq_topic("never-listed")
     name = f"{prefix}journal.messages"
     other = prefix + "journal.messages"
     planned = "example.planned"
-    dead = "dlq.summarizer"
+    dead = "dlq.never-listed"
     return topic_name(settings, JOURNAL_TOPIC), name, other, planned, dead
 '''
 

@@ -64,7 +64,7 @@ def test_shipped_registry_declares_the_journal_topic() -> None:
 
 
 def test_every_example_payload_validates() -> None:
-    registry = load_topics().with_dead_letter("summarizer")
+    registry = load_topics().with_dead_letter("never-listed")
     checked = 0
     for spec in registry:
         assert spec.examples, f"{spec.name} has no example"
@@ -188,29 +188,29 @@ def test_a_model_message_validates() -> None:
 
 def test_dlq_topic_requires_a_listed_processor() -> None:
     with pytest.raises(UndeclaredTopic, match=r"dead_letter\.processors"):
-        dlq_topic("summarizer", registry=load_topics())
+        dlq_topic("never-listed", registry=load_topics())
 
 
 def test_dlq_topic_is_built_from_the_template() -> None:
-    registry = load_topics().with_dead_letter("summarizer", "clickhouse-projection")
-    spec = registry.dlq_topic("summarizer")
+    registry = load_topics().with_dead_letter("never-listed", "clickhouse-projection")
+    spec = registry.dlq_topic("never-listed")
     template = registry.dead_letter.template
-    assert spec.name == "dlq.summarizer" and spec.dead_letter_of == "summarizer"
+    assert spec.name == "dlq.never-listed" and spec.dead_letter_of == "never-listed"
     assert spec.config == template.config and spec.partitions == template.partitions
-    assert spec.broker_name(Settings(topic_prefix="p.")) == "p.dlq.summarizer"
-    assert registry.names()[-2:] == ("dlq.summarizer", "dlq.clickhouse-projection")
+    assert spec.broker_name(Settings(topic_prefix="p.")) == "p.dlq.never-listed"
+    assert registry.names()[-2:] == ("dlq.never-listed", "dlq.clickhouse-projection")
     assert registry.get("dlq.clickhouse-projection").dead_letter_of == "clickhouse-projection"
-    registry.validate("dlq.summarizer", spec.examples[0])
+    registry.validate("dlq.never-listed", spec.examples[0])
     with pytest.raises(InvalidPayload):
-        registry.validate("dlq.summarizer", {**spec.examples[0], "processor": "Bad Name"})
+        registry.validate("dlq.never-listed", {**spec.examples[0], "processor": "Bad Name"})
 
 
 def test_processors_listed_in_the_file_declare_their_dlq(tmp_path: Path) -> None:
     data = raw_file()
-    data["dead_letter"]["processors"] = ["summarizer"]
+    data["dead_letter"]["processors"] = ["never-listed"]
     registry = load_topics(write(tmp_path, data))
-    assert registry.dlq_topic("summarizer").name == "dlq.summarizer"
-    assert "dlq.summarizer" in registry.names()
+    assert registry.dlq_topic("never-listed").name == "dlq.never-listed"
+    assert "dlq.never-listed" in registry.names()
 
 
 @pytest.mark.parametrize("processor", ["", "Summarizer", "a.b", "1st", "x" * 64])
