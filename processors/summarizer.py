@@ -47,7 +47,7 @@ from memstream.config import Settings
 from memstream.engines import Engines
 from memstream.errors import JournalUnavailable, MemstreamError
 from memstream.journal.base import Journal
-from memstream.journal.models import Message, ThreadRef
+from memstream.journal.models import Id, Message, ThreadRef
 from memstream.models.base import ChatModel, ModelError, ModelRequestRejected, ModelUnsupported
 from memstream.summaries import (
     Summary,
@@ -110,9 +110,9 @@ class FlushedRequest(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     environment: str = Field(min_length=1)
-    account_id: str = Field(min_length=1)
-    agent_id: str = Field(min_length=1)
-    thread_id: str = Field(min_length=1)
+    account_id: Id
+    agent_id: Id
+    thread_id: Id
     from_offset: int = Field(ge=0)
     to_offset: int = Field(ge=0)
 

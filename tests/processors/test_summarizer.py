@@ -376,9 +376,9 @@ async def test_an_invalid_record_is_rejected_before_anything_happens(
     await append(journal, 50)
     model = Slow(0)
     summarizer = await started(build(settings_, store, cache, lock_client, journal, model))
-    bad = request(49, account_id="no/slashes")
-    with pytest.raises(InvalidMessage, match=r"compaction\.flushed value is invalid"):
-        await summarizer.process([request(49), bad])
+    for bad in (request(49, account_id="no/slashes"), request(49, agent_id="../other")):
+        with pytest.raises(InvalidMessage, match=r"compaction\.flushed value is invalid"):
+            await summarizer.process([request(49), bad])
     assert model.calls == []
     assert await ObjectStoreSummaryReader.from_settings(settings_).read(REF, "bot") is None
 
