@@ -1,0 +1,86 @@
+"""Thread memory end to end through a real node: appends cross the 50-message threshold ->
+thresholds -> compaction.requested -> flush (facts into agent memory, Memory bound) ->
+compaction.flushed -> summarizer -> summary.json -> the context shows pinned facts, then the
+summary, then the 20-message window."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from memstream.config import Settings
+from memstream.embedded.bootstrap import create_key
+from memstream.embedded.process import free_port
+from tests.memstream.node_process import node_env, node_process
+
+
+@pytest.fixture
+def client(settings: Settings, tmp_path: Path) -> Iterator[httpx.Client]:
+    port = free_port()
+    key = asyncio.run(create_key(settings, "acme"))
+    node = node_process(node_env(settings, port), tmp_path / "node.log")
+    node.start(timeout=120)
+    try:
+        with httpx.Client(
+            base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {key}"}, timeout=30
+        ) as http:
+            yield http
+    finally:
+        node.stop()
+
+
+def _append(client: httpx.Client, thread: str, user: str, n: int, first: str) -> None:
+    messages: list[dict[str, Any]] = [{"message_id": f"{thread}-0", "role": "user", "content": first}]
+    for i in range(1, n):
+        role = "user" if i % 2 == 0 else "assistant"
+        messages.append(
+            {"message_id": f"{thread}-{i}", "role": role, "content": f"Message {i} about the trip."}
+        )
+    body = {"agent_id": "bot", "user_id": user, "messages": messages}
+    response = client.post(f"/v1/threads/{thread}/messages", json=body)
+    assert response.status_code == 201, response.text
+
+
+def _wait_for_summary(client: httpx.Client, thread: str, timeout: float = 120) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        context: dict[str, Any] = client.get(f"/v1/threads/{thread}/context").json()
+        if context["metadata"].get("summary_version"):
+            return context
+        assert time.monotonic() < deadline, f"no summary for {thread}: {context['metadata']}"
+        time.sleep(0.5)
+
+
+def test_crossing_the_threshold_flushes_facts_then_summarizes(client: httpx.Client) -> None:
+    assert client.put("/v1/agents/bot", json={"capabilities": ["memory"]}).status_code == 200
+    _append(client, "trip", "ada", 55, "My name is Ada. I prefer window seats.")
+
+    context = _wait_for_summary(client, "trip")
+    pinned, summary, *window = context["messages"]
+    # the flush ran before the summarizer: Ada's facts are pinned first, then the summary
+    assert pinned["role"] == "system" and "<remembered_facts>" in pinned["content"]
+    assert "Ada" in pinned["content"]
+    assert summary["role"] == "system" and summary["content"].startswith("Previous conversation summary:")
+    assert context["metadata"]["summary_version"] == 1
+    # the window is independent of the summary: still the last 20 messages
+    assert len(window) == 20 and window[-1]["content"] == "Message 54 about the trip."
+
+    # the pre-compaction flush stored Ada's explicit self-statements, private to her
+    entries = client.get("/v1/agents/bot/memory", params={"user_id": "ada"}).json()["entries"]
+    stored = {e["key"]: e for e in entries}
+    assert any("Ada" in e["content"] for e in stored.values()), stored
+    assert all(e["visibility"] == "private" and e["user_id"] == "ada" for e in stored.values())
+    assert all(e["source"]["thread_id"] == "trip" for e in stored.values())
+
+
+def test_without_memory_bound_a_thread_gets_a_summary_and_no_agent_memory(client: httpx.Client) -> None:
+    _append(client, "plain", "bob", 52, "My name is Bob. I prefer aisle seats.")
+    context = _wait_for_summary(client, "plain")
+    assert context["metadata"]["summary_version"] == 1
+    assert client.get("/v1/agents/bot/memory", params={"user_id": "bob"}).json()["entries"] == []
