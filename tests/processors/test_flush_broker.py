@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
-import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from pydantic import SecretStr
 
 from memstream.config import Settings
@@ -34,7 +31,8 @@ from memstream.summaries import Summary
 from processors.flush import NAME, OUTPUT_TOPIC, SOURCE_TOPIC, Flush, NeedsNode, create
 from streams.admin import apply_topics
 from streams.runtime.processor import InvalidMessage, Record
-from streams.topics import default_registry, topic_name
+from streams.topics import default_registry
+from tests.processors.topic_reading import read_thread_topic
 
 USER_SAYS = ["Hi, my name is Ada.", "I prefer tea in the morning."]
 
@@ -151,41 +149,8 @@ async def entries(pool: asyncpg.Pool, user: str | None) -> list[MemoryEntry]:
 
 
 def flushed(settings: Settings) -> list[dict[str, Any]]:
-    """Every record on compaction.flushed so far (validated, keys checked), by assignment."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": settings.broker_bootstrap,
-            "group.id": f"check-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-        }
-    )
-    topic = topic_name(settings, OUTPUT_TOPIC)
-    found: list[dict[str, Any]] = []
-    try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions
-        }
-        pending = {p for p, end in ends.items() if end > 0}
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
-        deadline = time.monotonic() + 20
-        while pending:
-            assert time.monotonic() < deadline, "timed out reading compaction.flushed"
-            msg = consumer.poll(0.2)
-            if msg is None or msg.error() is not None:
-                continue
-            value, offset = msg.value(), msg.offset()
-            assert value is not None and offset is not None
-            payload = json.loads(value)
-            assert msg.key() == payload["thread_id"].encode()
-            found.append(payload)
-            if offset + 1 >= ends[msg.partition()]:
-                pending.discard(msg.partition())
-    finally:
-        consumer.close()
-    for payload in found:
-        default_registry().validate(OUTPUT_TOPIC, payload)
-    return found
+    """Every record on compaction.flushed so far (validated, keys checked)."""
+    return read_thread_topic(settings, OUTPUT_TOPIC)
 
 
 async def test_with_memory_bound_facts_are_stored_private_with_provenance_once(

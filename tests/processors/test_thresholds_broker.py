@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -13,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from pydantic import SecretStr
 
 from memstream.config import Settings
@@ -29,6 +28,7 @@ from streams.events import encode_message
 from streams.runtime import RuntimeOptions, run_processors
 from streams.runtime.processor import InvalidMessage, Record, group_id
 from streams.topics import TopicRegistry, default_registry, topic_name
+from tests.processors.topic_reading import read_thread_topic
 
 REPLAY = f"{NAME}-replay"
 SOURCE = "journal.messages"
@@ -121,42 +121,8 @@ async def feed(processor: Thresholds, messages: Sequence[Message], batch: int = 
 
 
 def requests(settings: Settings) -> list[dict[str, Any]]:
-    """Every record on compaction.requested so far (keys checked against their thread), read by
-    assignment up to each partition's high watermark (no group join)."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": settings.broker_bootstrap,
-            "group.id": f"check-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-        }
-    )
-    topic = topic_name(settings, OUTPUT_TOPIC)
-    found: list[dict[str, Any]] = []
-    try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions
-        }
-        pending = {p for p, end in ends.items() if end > 0}
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in pending])
-        deadline = time.monotonic() + 20
-        while pending:
-            assert time.monotonic() < deadline, "timed out reading compaction.requested"
-            msg = consumer.poll(0.2)
-            if msg is None or msg.error() is not None:
-                continue
-            value, offset = msg.value(), msg.offset()
-            assert value is not None and offset is not None
-            payload = json.loads(value)
-            assert msg.key() == payload["thread_id"].encode()
-            found.append(payload)
-            if offset + 1 >= ends[msg.partition()]:
-                pending.discard(msg.partition())
-    finally:
-        consumer.close()
-    default = default_registry()
-    for payload in found:
-        default.validate(OUTPUT_TOPIC, payload)
+    """Every record on compaction.requested so far (validated, keys checked), sorted by thread."""
+    found = read_thread_topic(settings, OUTPUT_TOPIC)
     return sorted(found, key=lambda p: (p["account_id"], p["thread_id"], p["to_offset"]))
 
 
