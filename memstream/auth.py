@@ -5,6 +5,10 @@ and a short visible prefix (`msk_` + 8 characters, to recognise a key in listing
 the key itself is shown once, when issued. Every key belongs to exactly one account in one
 environment, and a request authenticated with it acts as that `Principal`.
 
+A key is issued for one surface (`Surface`): `agent` (the default: an agent platform calling
+memstream directly) or `mcp` (an MCP gateway relaying for its clients). Tools offered on agent
+surfaces only (the journal tools) do not exist for a caller with an `mcp` key.
+
 `verify` raises `Unauthorized` with a message that says what is wrong (missing, malformed,
 unknown, revoked, or issued for another environment) and never echoes more than the prefix.
 """
@@ -16,6 +20,7 @@ import re
 import secrets
 import uuid
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import asyncpg
 
@@ -30,16 +35,47 @@ MAX_LABEL_CHARS = 200
 _KEY_RE = re.compile(r"^msk_[A-Za-z0-9_-]{20,200}$")
 _ENVIRONMENT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 
-__all__ = ["ApiKeyRecord", "Principal", "hash_key", "issue_key", "list_keys", "revoke_key", "verify"]
+Surface = Literal["agent", "mcp"]
+SURFACES: tuple[Surface, ...] = get_args(Surface)
+AGENT_SURFACE: Surface = "agent"
+MCP_SURFACE: Surface = "mcp"
+
+__all__ = [
+    "SURFACES",
+    "ApiKeyRecord",
+    "Principal",
+    "Surface",
+    "check_surface",
+    "hash_key",
+    "issue_key",
+    "list_keys",
+    "revoke_key",
+    "verify",
+]
 
 
 @dataclass(frozen=True)
 class Principal:
-    """Who a request acts as: one account in one environment, through one key."""
+    """Who a request acts as: one account in one environment, through one key issued for one
+    surface (`agent` or `mcp`)."""
 
     account_id: str
     environment: str
     key_id: str
+    surface: Surface = AGENT_SURFACE
+
+    @property
+    def on_agent_surface(self) -> bool:
+        """True unless the key was issued to an MCP gateway."""
+        return self.surface == AGENT_SURFACE
+
+
+def check_surface(surface: str) -> Surface:
+    """`surface` as a `Surface`; InvalidInput naming the known ones otherwise."""
+    for known in SURFACES:
+        if surface == known:
+            return known
+    raise InvalidInput(f"surface {surface!r} is unknown; use one of: {', '.join(SURFACES)}", field="surface")
 
 
 def hash_key(key: str) -> bytes:
@@ -63,9 +99,13 @@ def _check_scope(account_id: str, environment: str) -> None:
         )
 
 
-async def issue_key(pool: asyncpg.Pool, account_id: str, environment: str, label: str = "") -> str:
-    """Create a key for `account_id` in `environment` and return it (the only time it is visible)."""
+async def issue_key(
+    pool: asyncpg.Pool, account_id: str, environment: str, label: str = "", *, surface: str = AGENT_SURFACE
+) -> str:
+    """Create a key for `account_id` in `environment`, issued for `surface` (`agent` or `mcp`),
+    and return it (the only time it is visible)."""
     _check_scope(account_id, environment)
+    checked = check_surface(surface)
     if len(label) > MAX_LABEL_CHARS:
         raise InvalidInput(f"label is {len(label)} characters; the limit is {MAX_LABEL_CHARS}", field="label")
     key = KEY_PREFIX + secrets.token_urlsafe(32)
@@ -77,6 +117,7 @@ async def issue_key(pool: asyncpg.Pool, account_id: str, environment: str, label
         key_hash=hash_key(key),
         prefix=visible_prefix(key),
         label=label,
+        surface=checked,
     )
     return key
 
@@ -94,7 +135,12 @@ async def verify(pool: asyncpg.Pool, key: str | None, environment: str) -> Princ
         )
     if record.revoked:
         raise Unauthorized(f"API key {record.prefix}... ({record.key_id}) was revoked")
-    return Principal(account_id=record.account_id, environment=record.environment, key_id=record.key_id)
+    return Principal(
+        account_id=record.account_id,
+        environment=record.environment,
+        key_id=record.key_id,
+        surface=check_surface(record.surface),
+    )
 
 
 async def list_keys(pool: asyncpg.Pool, account_id: str, environment: str) -> list[ApiKeyRecord]:

@@ -185,12 +185,20 @@ def keys() -> None:
 @keys.command("create")
 @click.option("--account", required=True, help="Account id the key belongs to.")
 @click.option("--label", default="", help="A note to recognise the key by.")
-def keys_create(account: str, label: str) -> None:
+@click.option(
+    "--surface",
+    type=click.Choice(["agent", "mcp"]),
+    default="agent",
+    show_default=True,
+    help="Who uses the key: an agent platform, or an MCP gateway (agent-only tools such as the "
+    "journal tools are hidden from mcp keys).",
+)
+def keys_create(account: str, label: str, surface: str) -> None:
     """Create an API key and print it once (only its hash is stored)."""
     from memstream.embedded.bootstrap import create_key
 
     settings = load_settings()
-    key = asyncio.run(create_key(settings, account, label))
+    key = asyncio.run(create_key(settings, account, label, surface=surface))
     click.echo(key)
 
 

@@ -14,12 +14,13 @@ from sinks.postgres.pool import create_pool
 DEFAULT_ACCOUNT = "default"
 
 
-async def create_key(settings: Settings, account_id: str, label: str = "") -> str:
-    """Create an API key for `account_id` in the configured environment (schema migrated first)."""
+async def create_key(settings: Settings, account_id: str, label: str = "", *, surface: str = "agent") -> str:
+    """Create an API key for `account_id` in the configured environment, issued for `surface`
+    (`agent` or `mcp`; schema migrated first)."""
     pool = await create_pool(settings.postgres, min_size=1, max_size=2)
     try:
         await migrate(pool)
-        return await issue_key(pool, account_id, settings.environment, label)
+        return await issue_key(pool, account_id, settings.environment, label, surface=surface)
     finally:
         await pool.close()
 

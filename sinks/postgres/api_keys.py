@@ -12,7 +12,7 @@ from typing import Any
 
 import asyncpg
 
-_COLUMNS = "key_id, environment, account_id, prefix, label, created_at, revoked_at"
+_COLUMNS = "key_id, environment, account_id, prefix, label, surface, created_at, revoked_at"
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,7 @@ class ApiKeyRecord:
     account_id: str
     prefix: str
     label: str
+    surface: str  # `agent` or `mcp` (memstream.auth.Surface; the table checks it)
     created_at: datetime
     revoked_at: datetime | None
 
@@ -37,6 +38,7 @@ def _record(row: Any) -> ApiKeyRecord:
         account_id=row["account_id"],
         prefix=row["prefix"],
         label=row["label"],
+        surface=row["surface"],
         created_at=row["created_at"],
         revoked_at=row["revoked_at"],
     )
@@ -51,16 +53,18 @@ async def insert_key(
     key_hash: bytes,
     prefix: str,
     label: str,
+    surface: str = "agent",
 ) -> ApiKeyRecord:
     row = await pool.fetchrow(
-        f"""INSERT INTO api_keys (key_id, environment, account_id, key_hash, prefix, label)
-            VALUES ($1, $2, $3, $4, $5, $6) RETURNING {_COLUMNS}""",
+        f"""INSERT INTO api_keys (key_id, environment, account_id, key_hash, prefix, label, surface)
+            VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING {_COLUMNS}""",
         key_id,
         environment,
         account_id,
         key_hash,
         prefix,
         label,
+        surface,
     )
     return _record(row)
 

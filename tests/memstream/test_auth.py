@@ -1,12 +1,16 @@
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
+from pathlib import Path
 
 import asyncpg
 import pytest
+from click.testing import CliRunner
 
 from memstream.auth import Principal, issue_key, list_keys, revoke_key, verify
+from memstream.cli import main
 from memstream.errors import InvalidInput, NotFound, Unauthorized
 
 
@@ -81,3 +85,49 @@ async def test_issue_rejects_bad_input(
         await issue_key(pool, account, environment, label)
     assert info.value.field == field
     assert await pool.fetchval("SELECT count(*) FROM api_keys") == 0
+
+
+async def test_keys_are_issued_for_a_surface(pool: asyncpg.Pool) -> None:
+    agent_key = await issue_key(pool, "acme", "test", "platform")
+    mcp_key = await issue_key(pool, "acme", "test", "gateway", surface="mcp")
+    agent = await verify(pool, agent_key, "test")
+    mcp = await verify(pool, mcp_key, "test")
+    assert (agent.surface, agent.on_agent_surface) == ("agent", True)
+    assert (mcp.surface, mcp.on_agent_surface) == ("mcp", False)
+    listed = {record.label: record.surface for record in await list_keys(pool, "acme", "test")}
+    assert listed == {"platform": "agent", "gateway": "mcp"}
+
+
+async def test_unknown_surface_is_refused(pool: asyncpg.Pool) -> None:
+    with pytest.raises(InvalidInput, match="surface 'browser' is unknown; use one of: agent, mcp") as info:
+        await issue_key(pool, "acme", "test", surface="browser")
+    assert info.value.field == "surface"
+    assert await pool.fetchval("SELECT count(*) FROM api_keys") == 0
+    # the table refuses it too (a row written by other means)
+    with pytest.raises(asyncpg.CheckViolationError):
+        await pool.execute(
+            "INSERT INTO api_keys (key_id, environment, account_id, key_hash, prefix, surface) "
+            "VALUES ('k', 'test', 'acme', $1, 'msk_x', 'browser')",
+            b"\x00" * 32,
+        )
+
+
+def test_cli_keys_create_with_surface(pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMSTREAM_POSTGRES_DSN", pg_dsn)
+    monkeypatch.setenv("MEMSTREAM_ENVIRONMENT", "test")
+    monkeypatch.setenv("MEMSTREAM_DATA_DIR", str(tmp_path / "data"))
+    runner = CliRunner()
+    created = runner.invoke(main, ["keys", "create", "--account", "acme", "--surface", "mcp"])
+    assert created.exit_code == 0, created.output
+    key = created.output.strip()
+    refused = runner.invoke(main, ["keys", "create", "--account", "acme", "--surface", "browser"])
+    assert refused.exit_code == 2 and "browser" in refused.output
+
+    async def surface() -> str:
+        pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=1)
+        try:
+            return (await verify(pool, key, "test")).surface
+        finally:
+            await pool.close()
+
+    assert asyncio.run(surface()) == "mcp"
