@@ -111,12 +111,22 @@ class Settings(BaseSettings):
     qdrant_url: str | None = Field(default=None, description="edge://DIR (embedded) or http(s)://host:port")
     qdrant_api_key: SecretStr | None = Field(default=None, description="API key of a Qdrant server")
     clickhouse_dsn: SecretStr | None = Field(default=None, description="chdb:///DIR or http(s)://...")
+    clickhouse_database: str = Field(
+        default="memstream",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$",
+        description="ClickHouse database of the transcript projection (created if missing)",
+    )
     object_store_url: str | None = Field(default=None, description="file:///DIR or s3://bucket/prefix")
     journal_url: str | None = Field(default=None, description="file:///DIR or s3://bucket/prefix")
     s3: S3Settings = S3Settings()
 
     api_host: str = "127.0.0.1"
     api_port: int = 8080
+    admin_token: SecretStr | None = Field(
+        default=None,
+        description="bearer token of the node's admin API (/admin/v1); when unset the node generates "
+        "one in {data_dir}/admin.token (mode 0600), which the CLI on the same data dir reads",
+    )
     ports: EmbeddedPorts = EmbeddedPorts()
 
     chat_model: ModelSettings = ModelSettings()
@@ -162,6 +172,17 @@ class Settings(BaseSettings):
     @property
     def data_path(self) -> Path:
         return self.data_dir.expanduser().resolve()
+
+    @property
+    def admin_token_path(self) -> Path:
+        """Where the node keeps its generated admin token when `admin_token` is unset."""
+        return self.data_path / "admin.token"
+
+    @property
+    def api_url(self) -> str:
+        """The node's API as a client on this machine reaches it (a wildcard host means loopback)."""
+        host = "127.0.0.1" if self.api_host in ("0.0.0.0", "", "::") else self.api_host
+        return f"http://{host}:{self.api_port}"
 
     @property
     def broker_bootstrap(self) -> str:

@@ -1,9 +1,9 @@
 """The process's single instances of the in-process engines and models.
 
-An embedded Qdrant Edge shard (and, later, a chdb data path) can be open only once per process,
+An embedded Qdrant Edge shard and a chdb data path can be open only once per process,
 and loading an embedding model twice wastes memory. The node builds one `Engines` and hands it to
-everything that needs them: the API (recall) and the processors (projection). Each is built on
-first use; `close()` closes what was built.
+everything that needs them: the API (recall, transcript search) and the processors (projections).
+Each is built on first use; `close()` closes what was built.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from memstream.embeddings.sparse import Bm25Sparse
 from memstream.journal.base import Journal
 from memstream.models.base import ChatModel
 from memstream.models.factory import build_chat_model
+from sinks.clickhouse.base import TranscriptStore
+from sinks.clickhouse.factory import build_transcript_store
 from sinks.qdrant.base import VectorIndex
 from sinks.qdrant.factory import build_index
 
@@ -36,6 +38,7 @@ class Engines:
         self._index: VectorIndex | None = None
         self._embedder: Embedder | None = None
         self._sparse: Bm25Sparse | None = None
+        self._transcripts: TranscriptStore | None = None
 
     def index(self) -> VectorIndex:
         if self._index is None:
@@ -58,7 +61,18 @@ class Engines:
             self._chat_model = build_chat_model(self.settings.chat_model)
         return self._chat_model
 
+    def transcripts(self) -> TranscriptStore:
+        """The transcript store (`settings.clickhouse`), shared by the `clickhouse-projection`
+        processor and the transcript tools. Built without I/O: callers run `ensure_schema()`
+        (idempotent) before relying on the tables."""
+        if self._transcripts is None:
+            self._transcripts = build_transcript_store(self.settings)
+        return self._transcripts
+
     async def close(self) -> None:
+        transcripts, self._transcripts = self._transcripts, None
+        if transcripts is not None:
+            await transcripts.close()
         chat, self._chat_model = self._chat_model, None
         if chat is not None:
             await chat.close()

@@ -8,6 +8,14 @@ Every test gets a random topic prefix (so random topic names and consumer groups
 Postgres database, so tests never share state. Tests that need them also get a migrated Postgres
 pool (`pool`), a SlateDB journal in their tmp dir (`journal`) and a fresh bucket on a moto S3
 server (`s3_bucket`, reached with `s3_settings` or `s3_client`).
+
+ClickHouse (chdb, in-process): a process can have only one chdb data path open at a time (opening
+another while a client is open raises), and another process cannot open a path this one holds. So
+the session has ONE chdb path (`chdb_path`, held open by `chdb_client`), and each test gets its own
+random database on it: `transcript_store` (a `ClickHouseTranscriptStore`, schema created) or
+`transcript_settings` (`settings` with `clickhouse_dsn`/`clickhouse_database` set, for code that
+builds its store from settings in this process). A node started as a subprocess must use its own
+path (the default under its data dir), never `chdb_path`.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from memstream.config import S3Settings, Settings
 from memstream.embedded import services
 from memstream.embedded.process import ManagedProcess, free_port
 from memstream.journal.store import SlateJournal
+from sinks.clickhouse.store import ClickHouseTranscriptStore
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
 
@@ -239,3 +248,59 @@ def s3_bucket(s3_client: Any) -> str:
     bucket = f"test-{uuid.uuid4().hex[:12]}"
     s3_client.create_bucket(Bucket=bucket)
     return bucket
+
+
+@pytest.fixture(scope="session")
+def chdb_path() -> Path:
+    """The session's single chdb data path (see the module doc)."""
+    return Path(tempfile.mkdtemp(prefix="memstream-chdb-", dir="/tmp"))
+
+
+@pytest.fixture(scope="session")
+def chdb_client(chdb_path: Path) -> Iterator[Any]:
+    """A clickhouse-connect client on `chdb_path`, open for the whole session (it pins the engine
+    to that path; also handy to inspect tables)."""
+    import clickhouse_connect
+
+    client = clickhouse_connect.get_client(dsn=f"chdb://{chdb_path}")
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def clickhouse_database(chdb_client: Any) -> Iterator[str]:
+    """A fresh database name on the session's chdb path, dropped after the test."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    try:
+        yield name
+    finally:
+        chdb_client.command(f"DROP DATABASE IF EXISTS {name} SYNC")
+
+
+@pytest.fixture
+def clickhouse_dsn(chdb_path: Path, chdb_client: Any) -> str:
+    return f"chdb://{chdb_path}"
+
+
+@pytest.fixture
+async def transcript_store(
+    clickhouse_dsn: str, clickhouse_database: str
+) -> AsyncIterator[ClickHouseTranscriptStore]:
+    """A transcript store on its own fresh database of the session's chdb path, schema created."""
+    store = ClickHouseTranscriptStore(clickhouse_dsn, database=clickhouse_database)
+    await store.ensure_schema()
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+@pytest.fixture
+def transcript_settings(settings: Settings, clickhouse_dsn: str, clickhouse_database: str) -> Settings:
+    """`settings` whose transcript store is a fresh database on the session's chdb path (for code
+    running in this process; a subprocess node must keep its own path)."""
+    return settings.model_copy(
+        update={"clickhouse_dsn": SecretStr(clickhouse_dsn), "clickhouse_database": clickhouse_database}
+    )

@@ -1,0 +1,101 @@
+"""The DDL of the transcript projection: one database, the `messages` table, a deduplicated view.
+
+`messages` holds one row per journal message, written by `clickhouse-projection` and read by the
+transcript tools and by data teams (README, "Transcript projection (ClickHouse) for data teams"):
+
+- engine `ReplacingMergeTree(inserted_at)`, `ORDER BY (environment, account_id, agent_id,
+  thread_id, offset)`: the sorting key is the identity of a message (a thread belongs to one
+  agent, so it is (environment, account_id, thread_id, offset)); copies of a message inserted
+  again (redelivery, replay) are merged away in the background, and every read of this package
+  is dedup-safe before that (`LIMIT 1 BY` the key, `uniqExact` over it, or `FINAL`);
+- `PARTITION BY toYYYYMM(created_at)`: time-range queries prune months;
+- a `text` index on `content` (tokens split on non-alphanumeric ASCII characters, lower-cased by
+  the `lowerUTF8` preprocessor: search tokens must be given in lower case) and a bloom filter
+  on `tool_call_id`;
+- `old_parts_lifetime = 60`: merged-away parts are removed after a minute (an embedded engine
+  lives in short processes and would otherwise keep them for 8 minutes).
+
+The view `messages_dedup` is `messages FINAL`: one row per message, for ad-hoc queries.
+Database and table names are identifiers checked by `check_identifier` (they are formatted into
+SQL; values never are).
+"""
+
+from __future__ import annotations
+
+import re
+
+TABLE = "messages"
+VIEW = "messages_dedup"
+REBUILD_PREFIX = "messages_rebuild_"
+
+_IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+COLUMNS: tuple[str, ...] = (
+    "environment",
+    "account_id",
+    "agent_id",
+    "user_id",
+    "thread_id",
+    "message_id",
+    "offset",
+    "seq",
+    "role",
+    "content",
+    "reasoning",
+    "tool_call_id",
+    "tool_name",
+    "tool_arguments",
+    "tool_result",
+    "created_at",
+    "token_count",
+)
+"""The columns an insert writes, in order (`inserted_at` takes its default)."""
+
+
+def check_identifier(name: str) -> str:
+    """`name` if it is a plain SQL identifier (letters, digits, `_`; 1-63 chars), else ValueError."""
+    if not _IDENTIFIER_RE.match(name):
+        raise ValueError(f"{name!r} is not a valid ClickHouse identifier (A-Z a-z 0-9 _, at most 63)")
+    return name
+
+
+def create_database(database: str) -> str:
+    # Atomic: supports EXCHANGE TABLES (chdb's own `default` database is an Overlay database)
+    return f"CREATE DATABASE IF NOT EXISTS {check_identifier(database)} ENGINE = Atomic"
+
+
+def create_table(database: str, table: str = TABLE) -> str:
+    return f"""
+CREATE TABLE IF NOT EXISTS {check_identifier(database)}.{check_identifier(table)}
+(
+    environment LowCardinality(String),
+    account_id String,
+    agent_id String,
+    user_id Nullable(String),
+    thread_id String,
+    message_id String,
+    offset UInt64,
+    seq UInt64,
+    role Enum8('system' = 1, 'user' = 2, 'assistant' = 3, 'tool' = 4),
+    content String,
+    reasoning Nullable(String),
+    tool_call_id Nullable(String),
+    tool_name Nullable(String),
+    tool_arguments Nullable(String),
+    tool_result Nullable(String),
+    created_at DateTime64(6, 'UTC'),
+    token_count UInt32,
+    inserted_at DateTime64(6, 'UTC') DEFAULT now64(6),
+    INDEX content_text content TYPE text(tokenizer = splitByNonAlpha, preprocessor = lowerUTF8(content)),
+    INDEX tool_call_bloom tool_call_id TYPE bloom_filter GRANULARITY 1
+)
+ENGINE = ReplacingMergeTree(inserted_at)
+PARTITION BY toYYYYMM(created_at)
+ORDER BY (environment, account_id, agent_id, thread_id, offset)
+SETTINGS old_parts_lifetime = 60
+"""
+
+
+def create_view(database: str) -> str:
+    db = check_identifier(database)
+    return f"CREATE VIEW IF NOT EXISTS {db}.{VIEW} AS SELECT * FROM {db}.{TABLE} FINAL"

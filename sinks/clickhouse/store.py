@@ -1,0 +1,461 @@
+"""`ClickHouseTranscriptStore`: the `TranscriptStore` on clickhouse-connect, for chdb and servers.
+
+One class, one set of SQL statements for both DSN forms:
+- `chdb:///DIR`: the embedded engine, in-process (one process owns a data path; while a client
+  is open on one path, no other path can be opened in the process);
+- `http(s)://user:password@host:port`: a ClickHouse server.
+
+clickhouse-connect is synchronous. Every call runs on one dedicated worker thread so the event
+loop never blocks: a store on a server has its own thread; every chdb store of the process shares
+one thread (the engine is in-process: access is serialized). The client is created on first use
+(in that thread) and re-created after a connection failure, so a store built while ClickHouse is
+down starts working when it comes back.
+
+Values are always bound parameters (`{name:Type}` placeholders: sent to the server as query
+parameters over HTTP, handed to chdb's own parameter binding in-process), never formatted into
+SQL; only database and table names are, after `check_identifier`.
+
+Reads are dedup-safe: each message counts once although the table may still hold a copy that the
+`ReplacingMergeTree` has not merged away yet (`LIMIT 1 BY` the message key, or `uniqExact` over it).
+Errors: connection failures and transient server errors (timeouts, too many parts, memory limit,
+...) raise `TranscriptUnavailable`; other errors (a bug in a query, a schema mismatch) propagate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+import clickhouse_connect
+from clickhouse_connect.driver.client import Client
+from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
+
+from sinks.clickhouse.base import (
+    MessageHit,
+    Role,
+    ThreadCount,
+    ToolCallInfo,
+    ToolCallPart,
+    TranscriptRow,
+    TranscriptScope,
+    TranscriptUnavailable,
+)
+from sinks.clickhouse.schema import (
+    COLUMNS,
+    REBUILD_PREFIX,
+    TABLE,
+    check_identifier,
+    create_database,
+    create_table,
+    create_view,
+)
+
+log = logging.getLogger("memstream.clickhouse")
+
+T = TypeVar("T")
+
+_TOKEN_SPLIT_RE = re.compile(r"[\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]+")
+"""What the `splitByNonAlpha` tokenizer splits on: every ASCII character that is not a letter or
+a digit (non-ASCII characters belong to tokens)."""
+
+MAX_QUERY_TOKENS = 64
+
+# ClickHouse error codes that mean "try again later" rather than "this request is wrong"
+_TRANSIENT_CODES = frozenset(
+    {
+        159,  # TIMEOUT_EXCEEDED
+        164,  # READONLY
+        202,  # TOO_MANY_SIMULTANEOUS_QUERIES
+        203,  # NO_FREE_CONNECTION
+        209,  # SOCKET_TIMEOUT
+        210,  # NETWORK_ERROR
+        241,  # MEMORY_LIMIT_EXCEEDED
+        242,  # TABLE_IS_READ_ONLY
+        252,  # TOO_MANY_PARTS
+        285,  # TOO_FEW_LIVE_REPLICAS
+        319,  # UNKNOWN_STATUS_OF_INSERT
+        425,  # SYSTEM_ERROR
+        999,  # KEEPER_EXCEPTION
+    }
+)
+_CODE_RE = re.compile(r"Code: (\d+)\.")
+
+_chdb_executor: ThreadPoolExecutor | None = None
+_chdb_executor_lock = threading.Lock()
+
+
+def _shared_chdb_executor() -> ThreadPoolExecutor:
+    """The single thread every chdb store of this process runs its calls on."""
+    global _chdb_executor
+    with _chdb_executor_lock:
+        if _chdb_executor is None:
+            _chdb_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memstream-chdb")
+        return _chdb_executor
+
+
+def query_tokens(query: str) -> list[str]:
+    """The distinct lower-cased tokens of `query`, in order of appearance (at most 64): what the
+    content index holds for the same text."""
+    seen: dict[str, None] = {}
+    for token in _TOKEN_SPLIT_RE.split(query.lower()):
+        if token and token not in seen:
+            seen[token] = None
+            if len(seen) == MAX_QUERY_TOKENS:
+                break
+    return list(seen)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for a connection failure or a server error worth retrying later."""
+    if isinstance(exc, OperationalError):
+        return True
+    if isinstance(exc, DatabaseError):
+        match = _CODE_RE.search(str(exc))
+        return match is not None and int(match.group(1)) in _TRANSIENT_CODES
+    return isinstance(exc, (ConnectionError, TimeoutError))
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _row_values(row: TranscriptRow) -> list[Any]:
+    return [
+        row.environment,
+        row.account_id,
+        row.agent_id,
+        row.user_id,
+        row.thread_id,
+        row.message_id,
+        row.offset,
+        row.seq,
+        row.role,
+        row.content,
+        row.reasoning,
+        row.tool_call_id,
+        row.tool_name,
+        row.tool_arguments,
+        row.tool_result,
+        _utc(row.created_at),
+        row.token_count,
+    ]
+
+
+def _scope_filter(scope: TranscriptScope, params: dict[str, Any]) -> str:
+    """The WHERE conditions of `scope` (its values added to `params`)."""
+    params.update(environment=scope.environment, account_id=scope.account_id, agent_id=scope.agent_id)
+    conditions = [
+        "environment = {environment:String}",
+        "account_id = {account_id:String}",
+        "agent_id = {agent_id:String}",
+    ]
+    if scope.user_id is not None:
+        params["user_id"] = scope.user_id
+        conditions.append("user_id = {user_id:String}")
+    return " AND ".join(conditions)
+
+
+class ClickHouseTranscriptStore:
+    """The transcript store on `dsn` (`chdb:///DIR` or `http(s)://...`), in `database` (module doc).
+
+    Construction does no I/O; call `ensure_schema()` before the first write. `close()` closes the
+    client (the store must not be used after).
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        database: str = "memstream",
+        connect_timeout_s: float = 5.0,
+        query_timeout_s: float = 60.0,
+    ) -> None:
+        if not dsn.startswith(("chdb://", "http://", "https://")):
+            raise ValueError(
+                f"unsupported ClickHouse DSN scheme in {dsn.split('://')[0]!r}: use chdb:///DIR or http(s)://"
+            )
+        self.dsn = dsn
+        self.database = check_identifier(database)
+        self.embedded = dsn.startswith("chdb://")
+        self.connect_timeout_s = connect_timeout_s
+        self.query_timeout_s = query_timeout_s
+        self._client: Client | None = None
+        self._closed = False
+        self._executor = (
+            _shared_chdb_executor()
+            if self.embedded
+            else ThreadPoolExecutor(max_workers=1, thread_name_prefix="memstream-clickhouse")
+        )
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _table(self, table: str | None) -> str:
+        return f"{self.database}.{check_identifier(table or TABLE)}"
+
+    def _connect(self) -> Client:
+        if self._client is None:
+            if self.embedded:
+                path = self.dsn.removeprefix("chdb://")
+                if not path:
+                    raise ValueError(
+                        "clickhouse DSN chdb:// needs a directory, e.g. chdb:///var/lib/memstream/ch"
+                    )
+                Path(path).mkdir(parents=True, exist_ok=True)
+                self._client = clickhouse_connect.get_client(dsn=self.dsn)
+            else:
+                self._client = clickhouse_connect.get_client(
+                    dsn=self.dsn,
+                    connect_timeout=self.connect_timeout_s,
+                    send_receive_timeout=self.query_timeout_s,
+                    autogenerate_session_id=False,
+                )
+        return self._client
+
+    def _drop_client(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # closing a broken client: nothing left to do
+                log.debug("closing a failed ClickHouse client", exc_info=True)
+
+    async def _run(self, what: str, call: Callable[[Client], T]) -> T:
+        """Run `call(client)` on the worker thread; transient failures -> TranscriptUnavailable."""
+        if self._closed:
+            raise RuntimeError("the transcript store is closed")
+
+        def work() -> T:
+            try:
+                return call(self._connect())
+            except Exception as exc:
+                if is_transient(exc):
+                    if isinstance(exc, OperationalError) and not self.embedded:
+                        self._drop_client()
+                    raise TranscriptUnavailable(f"ClickHouse {what} failed: {exc}") from exc
+                raise
+
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, work)
+
+    # ------------------------------------------------------------------ schema
+
+    async def ensure_schema(self) -> None:
+        db = self.database
+
+        def call(client: Client) -> None:
+            client.command(create_database(db))
+            client.command(create_table(db))
+            client.command(create_view(db))
+
+        await self._run("schema creation", call)
+
+    async def create_rebuild_table(self) -> str:
+        name = f"{REBUILD_PREFIX}{uuid.uuid4().hex[:12]}"
+        await self._run("create table", lambda c: c.command(create_table(self.database, name)))
+        return name
+
+    async def swap_in(self, table: str) -> None:
+        new, live = self._table(table), self._table(None)
+        if new == live:
+            raise ValueError("swap_in needs a rebuild table, not the live table")
+
+        def call(client: Client) -> None:
+            client.command(f"EXCHANGE TABLES {live} AND {new}")
+            client.command(f"DROP TABLE IF EXISTS {new} SYNC")
+
+        await self._run("table swap", call)
+
+    async def drop_table(self, table: str) -> None:
+        name = self._table(table)
+        if name == self._table(None):
+            raise ValueError("drop_table refuses to drop the live table")
+        await self._run("drop table", lambda c: c.command(f"DROP TABLE IF EXISTS {name} SYNC"))
+
+    async def ping(self) -> None:
+        def call(client: Client) -> None:
+            client.command("SELECT 1")
+
+        await self._run("ping", call)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._drop_client)
+        if not self.embedded:
+            self._executor.shutdown(wait=True)
+
+    # ------------------------------------------------------------------ writes
+
+    async def insert(self, rows: Sequence[TranscriptRow], *, table: str | None = None) -> None:
+        if not rows:
+            return
+        name = self._table(table)
+        data = [_row_values(row) for row in rows]
+
+        def call(client: Client) -> None:
+            client.insert(name, data, column_names=list(COLUMNS))
+
+        await self._run("insert", call)
+
+    # ------------------------------------------------------------------ reads
+
+    async def search(
+        self,
+        scope: TranscriptScope,
+        query: str,
+        *,
+        thread_id: str | None = None,
+        limit: int = 10,
+    ) -> list[MessageHit]:
+        tokens = query_tokens(query)
+        if not tokens or limit < 1:
+            return []
+        params: dict[str, Any] = {"tokens": tokens, "limit": limit}
+        where = _scope_filter(scope, params)
+        if thread_id is not None:
+            params["thread_id"] = thread_id
+            where += " AND thread_id = {thread_id:String}"
+        sql = f"""
+SELECT thread_id, message_id, offset, role, content, created_at,
+       arrayCount(t -> has(tokens(lowerUTF8(content), 'splitByNonAlpha'), t),
+                  {{tokens:Array(String)}}) AS score
+FROM {self._table(None)}
+WHERE {where}
+  AND role IN ('user', 'assistant')
+  AND hasAnyTokens(content, {{tokens:Array(String)}})
+ORDER BY score DESC, created_at DESC, thread_id, offset
+LIMIT 1 BY thread_id, offset
+LIMIT {{limit:UInt32}}
+"""
+        result = await self._run("search", lambda c: c.query(sql, parameters=params).result_rows)
+        return [
+            MessageHit(
+                thread_id=row[0],
+                message_id=row[1],
+                offset=int(row[2]),
+                role=cast(Role, row[3]),
+                content=row[4],
+                created_at=_utc(row[5]),
+                score=float(row[6]),
+            )
+            for row in result
+        ]
+
+    async def tool_call(
+        self, scope: TranscriptScope, tool_call_id: str, *, thread_id: str | None = None
+    ) -> list[ToolCallInfo]:
+        params: dict[str, Any] = {"tool_call_id": tool_call_id}
+        where = _scope_filter(scope, params)
+        if thread_id is not None:
+            params["thread_id"] = thread_id
+            where += " AND thread_id = {thread_id:String}"
+        sql = f"""
+SELECT thread_id,
+       anyIf(tool_name, role = 'assistant' AND tool_name IS NOT NULL) AS call_name,
+       anyIf(tool_name, tool_name IS NOT NULL) AS any_name,
+       countIf(role = 'assistant') > 0 AS has_call,
+       minIf(offset, role = 'assistant') AS call_offset,
+       countIf(role = 'tool') > 0 AS has_result,
+       minIf(offset, role = 'tool') AS result_offset,
+       maxIf(length(ifNull(tool_arguments, '')), role = 'assistant') AS arguments_bytes,
+       maxIf(length(ifNull(tool_result, '')), role = 'tool') AS result_bytes,
+       min(created_at) AS first_at
+FROM (
+    SELECT thread_id, offset, role, tool_name, tool_arguments, tool_result, created_at
+    FROM {self._table(None)}
+    WHERE {where} AND tool_call_id = {{tool_call_id:String}}
+    LIMIT 1 BY thread_id, offset
+)
+GROUP BY thread_id
+ORDER BY max(created_at) DESC, thread_id
+"""
+        result = await self._run("tool call lookup", lambda c: c.query(sql, parameters=params).result_rows)
+        return [
+            ToolCallInfo(
+                tool_call_id=tool_call_id,
+                thread_id=row[0],
+                tool_name=row[1] if row[1] is not None else row[2],
+                call_offset=int(row[4]) if row[3] else None,
+                result_offset=int(row[6]) if row[5] else None,
+                arguments_bytes=int(row[7]),
+                result_bytes=int(row[8]),
+                created_at=_utc(row[9]),
+            )
+            for row in result
+        ]
+
+    async def tool_call_bytes(
+        self,
+        scope: TranscriptScope,
+        thread_id: str,
+        tool_call_id: str,
+        part: ToolCallPart,
+        offset: int,
+        length: int,
+    ) -> bytes:
+        if offset < 0 or length < 0:
+            raise ValueError("offset and length must be >= 0")
+        if part not in ("arguments", "result"):
+            raise ValueError(f"part must be 'arguments' or 'result', not {part!r}")
+        if length == 0:
+            return b""
+        column, role = ("tool_arguments", "assistant") if part == "arguments" else ("tool_result", "tool")
+        params: dict[str, Any] = {
+            "thread_id": thread_id,
+            "tool_call_id": tool_call_id,
+            "role": role,
+            "start": offset + 1,
+            "length": length,
+        }
+        where = _scope_filter(scope, params)
+        # substring() counts bytes: only the requested page leaves the store
+        sql = f"""
+SELECT substring(ifNull({column}, ''), {{start:UInt64}}, {{length:UInt64}})
+FROM {self._table(None)}
+WHERE {where} AND thread_id = {{thread_id:String}} AND tool_call_id = {{tool_call_id:String}}
+  AND role = {{role:String}}
+ORDER BY offset
+LIMIT 1
+"""
+        rows = await self._run(
+            "tool call read",
+            lambda c: c.query(sql, parameters=params, query_formats={"String": "bytes"}).result_rows,
+        )
+        return bytes(rows[0][0]) if rows else b""
+
+    async def thread_counts(self, environment: str, *, table: str | None = None) -> list[ThreadCount]:
+        sql = f"""
+SELECT account_id, thread_id, uniqExact(offset), max(offset)
+FROM {self._table(table)}
+WHERE environment = {{environment:String}}
+GROUP BY account_id, thread_id
+ORDER BY account_id, thread_id
+"""
+        rows = await self._run(
+            "thread counts", lambda c: c.query(sql, parameters={"environment": environment}).result_rows
+        )
+        return [
+            ThreadCount(
+                environment=environment,
+                account_id=row[0],
+                thread_id=row[1],
+                messages=int(row[2]),
+                max_offset=int(row[3]),
+            )
+            for row in rows
+        ]
+
+    async def row_count(self, *, table: str | None = None) -> int:
+        sql = f"SELECT uniqExact(environment, account_id, thread_id, offset) FROM {self._table(table)}"
+        rows = await self._run("row count", lambda c: c.query(sql).result_rows)
+        return int(rows[0][0])
