@@ -9,12 +9,19 @@ thread, one at a time per shard (a lock per shard).
 Durability: `upsert` and `delete` apply the operation (written to the shard's WAL) and then
 `flush()` the shard, so they return only once the change is on disk.
 
+Rebuilds (`sinks.qdrant.generations`): Edge has no aliases, so the live generation is recorded
+in the file `root/GENERATION` (replaced atomically; absent = the unsuffixed names) and read once
+when the index first opens a shard; `swap_in` rewrites it, switches this object to the new names
+under the write lock, then closes and deletes the shard directories of every other generation.
+
 Only one process may open a shard directory (Edge locks it); engine errors raise `IndexUnavailable`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -24,6 +31,13 @@ import qdrant_edge as qe
 
 from memstream.embeddings.base import SparseVector
 from sinks.qdrant.base import CollectionRef, IndexFilter, IndexPoint, IndexUnavailable, ScoredId
+from sinks.qdrant.generations import (
+    Mirror,
+    check_generation,
+    generation_name,
+    generation_of,
+    routed_write,
+)
 from sinks.qdrant.layout import (
     DENSE,
     ENTRY_ID,
@@ -36,6 +50,7 @@ from sinks.qdrant.layout import (
 )
 
 T = TypeVar("T")
+GENERATION_FILE = "GENERATION"
 
 
 class _Shard:
@@ -55,35 +70,41 @@ class QdrantEdgeIndex:
         self._shards: dict[str, _Shard] = {}
         self._open_lock = threading.Lock()
         self._closed = False
+        self._generation: str | None = None  # the live generation, read from GENERATION_FILE
+        self.mirror = Mirror()
 
     # ---- VectorIndex ----
 
-    async def upsert(self, collection: CollectionRef, points: Sequence[IndexPoint]) -> None:
-        """Insert or replace `points` (all with the collection's dense size); returns once flushed."""
+    async def upsert(
+        self, collection: CollectionRef, points: Sequence[IndexPoint], *, generation: str | None = None
+    ) -> None:
+        """Insert or replace `points` (all with the collection's dense size); returns once flushed.
+        `generation`: a running rebuild's staging generation (default: live, mirrored to it)."""
         if not points:
             return
         dims = {len(p.dense) for p in points}
         if len(dims) != 1:
             raise ValueError(f"points of one upsert must share the dense size, got sizes {sorted(dims)}")
-        operation = qe.UpdateOperation.upsert_points([_point(p) for p in points])
+        size = dims.pop()
 
-        def apply(shard: qe.EdgeShard) -> None:
-            shard.update(operation)
-            shard.flush()
+        async def write(target: str | None, ids: set[str]) -> None:
+            operation = qe.UpdateOperation.upsert_points([_point(p) for p in points if p.entry_id in ids])
+            await self._call(collection, _applier(operation), create_dims=size, generation=target)
 
-        await self._call(collection, apply, create_dims=dims.pop())
+        await routed_write(self.mirror, collection, [p.entry_id for p in points], generation, write)
 
-    async def delete(self, collection: CollectionRef, entry_ids: Sequence[str]) -> None:
+    async def delete(
+        self, collection: CollectionRef, entry_ids: Sequence[str], *, generation: str | None = None
+    ) -> None:
         """Remove the points of `entry_ids` (unknown ids, or no collection yet, are fine)."""
         if not entry_ids:
             return
-        operation = qe.UpdateOperation.delete_points([point_id(e) for e in entry_ids])
 
-        def apply(shard: qe.EdgeShard) -> None:
-            shard.update(operation)
-            shard.flush()
+        async def write(target: str | None, ids: set[str]) -> None:
+            operation = qe.UpdateOperation.delete_points([point_id(e) for e in entry_ids if e in ids])
+            await self._call(collection, _applier(operation), create_dims=None, generation=target)
 
-        await self._call(collection, apply, create_dims=None)
+        await routed_write(self.mirror, collection, entry_ids, generation, write)
 
     async def hybrid_query(
         self,
@@ -123,14 +144,47 @@ class QdrantEdgeIndex:
         """Close every open shard (idempotent); the index cannot be used afterwards."""
         await asyncio.to_thread(self._close_all)
 
+    # ---- rebuilds (sinks.qdrant.generations) ----
+
+    async def begin_rebuild(self) -> str:
+        """Start mirroring live writes to a new generation; returns it (RebuildInProgress if one runs)."""
+        async with self.mirror.lock:
+            return self.mirror.begin()
+
+    async def swap_in(self, generation: str) -> None:
+        """Make the running rebuild's `generation` live, then delete every other generation."""
+        self.mirror.check(generation)
+        async with self.mirror.lock:
+            self.mirror.check(generation)
+            await asyncio.to_thread(self._record_generation, generation)
+            self.mirror.end()
+        await asyncio.to_thread(self._drop_generations, lambda g: g != generation)
+
+    async def discard_rebuild(self, generation: str) -> None:
+        """Stop the rebuild of `generation` (if running) and delete its shards; never the live ones."""
+        check_generation(generation)
+        async with self.mirror.lock:
+            if self.mirror.staging == generation:
+                self.mirror.end()
+        if generation != await asyncio.to_thread(self._live):
+            await asyncio.to_thread(self._drop_generations, lambda g: g == generation)
+
+    async def generation(self) -> str:
+        """The live generation ("" = unsuffixed names)."""
+        return await asyncio.to_thread(self._live)
+
     # ---- extras (tests, benchmarks, operators) ----
 
-    async def count(self, collection: CollectionRef) -> int:
+    async def count(self, collection: CollectionRef, *, generation: str | None = None) -> int:
         """Number of points in the collection (0 if it does not exist)."""
-        found = await self._call(collection, lambda s: s.info().points_count, create_dims=None)
+        found = await self._call(
+            collection, lambda s: s.info().points_count, create_dims=None, generation=generation
+        )
         return found or 0
 
-    async def points(self, collection: CollectionRef) -> dict[str, dict[str, Any]]:
+    async def points(
+        self, collection: CollectionRef, *, generation: str | None = None
+    ) -> dict[str, dict[str, Any]]:
         """Every point's payload by entry id (for tests and rebuild checks; scrolls everything)."""
 
         def scroll(shard: qe.EdgeShard) -> dict[str, dict[str, Any]]:
@@ -146,7 +200,7 @@ class QdrantEdgeIndex:
                 if offset is None:
                     return out
 
-        return await self._call(collection, scroll, create_dims=None) or {}
+        return await self._call(collection, scroll, create_dims=None, generation=generation) or {}
 
     async def optimize(self, collection: CollectionRef) -> bool:
         """Run the shard's segment optimizers (builds the HNSW index of large segments); blocks
@@ -156,13 +210,19 @@ class QdrantEdgeIndex:
     # ---- internals ----
 
     async def _call(
-        self, collection: CollectionRef, fn: Callable[[qe.EdgeShard], T], *, create_dims: int | None
+        self,
+        collection: CollectionRef,
+        fn: Callable[[qe.EdgeShard], T],
+        *,
+        create_dims: int | None,
+        generation: str | None = None,
     ) -> T | None:
-        """Run `fn(shard)` in a worker thread under the shard's lock. Without `create_dims`, a
-        missing collection gives None; with it, the collection is created."""
+        """Run `fn(shard)` in a worker thread under the shard's lock, on the collection of
+        `generation` (None: the live one). Without `create_dims`, a missing collection gives None;
+        with it, the collection is created."""
 
         def run() -> T | None:
-            shard = self._shard(collection, create_dims)
+            shard = self._shard(collection, create_dims, generation)
             if shard is None:
                 return None
             with shard.lock:
@@ -175,11 +235,13 @@ class QdrantEdgeIndex:
         except Exception as exc:  # the engine raises plain exceptions (OSError, RuntimeError, ...)
             raise IndexUnavailable(f"qdrant edge {collection_name(collection)}: {exc}") from exc
 
-    def _shard(self, collection: CollectionRef, create_dims: int | None) -> _Shard | None:
-        name = collection_name(collection)
+    def _shard(
+        self, collection: CollectionRef, create_dims: int | None, generation: str | None
+    ) -> _Shard | None:
         with self._open_lock:
             if self._closed:
                 raise IndexUnavailable("the qdrant edge index is closed")
+            name = generation_name(collection, self._live_locked() if generation is None else generation)
             shard = self._shards.get(name)
             if shard is not None:
                 return shard
@@ -212,6 +274,46 @@ class QdrantEdgeIndex:
             max_search_threads=self.search_threads,
         )
 
+    def _live(self) -> str:
+        with self._open_lock:
+            return self._live_locked()
+
+    def _live_locked(self) -> str:
+        if self._generation is None:
+            path = self.root / GENERATION_FILE
+            self._generation = check_generation(path.read_text().strip()) if path.exists() else ""
+        return self._generation
+
+    def _record_generation(self, generation: str) -> None:
+        """Durably record `generation` as live (write, fsync, rename, fsync the directory)."""
+        with self._open_lock:
+            self.root.mkdir(parents=True, exist_ok=True)
+            tmp = self.root / f"{GENERATION_FILE}.tmp"
+            with open(tmp, "w") as f:
+                f.write(generation)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.root / GENERATION_FILE)
+            directory = os.open(self.root, os.O_RDONLY)
+            try:
+                os.fsync(directory)
+            finally:
+                os.close(directory)
+            self._generation = generation
+
+    def _drop_generations(self, doomed: Callable[[str], bool]) -> None:
+        """Close and delete every shard whose generation is `doomed`."""
+        with self._open_lock:
+            closing = [n for n in self._shards if doomed(generation_of(n))]
+            shards = [self._shards.pop(n) for n in closing]
+        for shard in shards:
+            with shard.lock:
+                shard.shard.close()
+        if self.root.is_dir():
+            for path in self.root.iterdir():
+                if path.is_dir() and path.name.startswith("mem_") and doomed(generation_of(path.name)):
+                    shutil.rmtree(path)
+
     def _close_all(self) -> None:
         with self._open_lock:
             self._closed = True
@@ -219,6 +321,14 @@ class QdrantEdgeIndex:
         for shard in shards:
             with shard.lock:
                 shard.shard.close()
+
+
+def _applier(operation: qe.UpdateOperation) -> Callable[[qe.EdgeShard], None]:
+    def apply(shard: qe.EdgeShard) -> None:
+        shard.update(operation)
+        shard.flush()
+
+    return apply
 
 
 def _has_segments(path: Path) -> bool:

@@ -9,6 +9,14 @@ the change is in its WAL.
 `QdrantServerIndex(url="http://...")` talks to a server; `QdrantServerIndex(location=":memory:")`
 or `(path=DIR)` runs qdrant-client's local mode (a Python re-implementation, brute force: tests
 only). Connection failures, timeouts and server errors raise `IndexUnavailable`.
+
+Rebuilds (`sinks.qdrant.generations`): the staging generation's collections are real collections
+`<name>_<generation>`; `swap_in` points the alias `<name>` at each of them in one
+`update_collection_aliases` request (atomic on the server) and then deletes every other
+`mem_` collection. Readers and writers always address `<name>`, so every process follows the swap.
+The first rebuild of an index created before rebuilds existed must delete the unsuffixed
+collection `<name>` before the alias can take its name: for that one swap, queries of such a
+collection find nothing for a moment.
 """
 
 from __future__ import annotations
@@ -23,6 +31,14 @@ from qdrant_client.http.exceptions import ApiException, UnexpectedResponse
 
 from memstream.embeddings.base import SparseVector
 from sinks.qdrant.base import CollectionRef, IndexFilter, IndexPoint, IndexUnavailable, ScoredId
+from sinks.qdrant.generations import (
+    Mirror,
+    base_name,
+    check_generation,
+    generation_name,
+    generation_of,
+    routed_write,
+)
 from sinks.qdrant.layout import (
     DENSE,
     ENTRY_ID,
@@ -62,17 +78,29 @@ class QdrantServerIndex:
         )
         self._known: set[str] = set()
         self._create_lock = asyncio.Lock()
+        self.mirror = Mirror()
 
     # ---- VectorIndex ----
 
-    async def upsert(self, collection: CollectionRef, points: Sequence[IndexPoint]) -> None:
-        """Insert or replace `points`; returns once the server acknowledged them (wait=True)."""
+    async def upsert(
+        self, collection: CollectionRef, points: Sequence[IndexPoint], *, generation: str | None = None
+    ) -> None:
+        """Insert or replace `points`; returns once the server acknowledged them (wait=True).
+        `generation`: a running rebuild's staging generation (default: live, mirrored to it)."""
         if not points:
             return
         dims = {len(p.dense) for p in points}
         if len(dims) != 1:
             raise ValueError(f"points of one upsert must share the dense size, got sizes {sorted(dims)}")
-        name = await self._ensure(collection, dims.pop())
+        size = dims.pop()
+
+        async def write(target: str | None, ids: set[str]) -> None:
+            await self._upsert(_name(collection, target), size, [p for p in points if p.entry_id in ids])
+
+        await routed_write(self.mirror, collection, [p.entry_id for p in points], generation, write)
+
+    async def _upsert(self, name: str, dims: int, points: Sequence[IndexPoint]) -> None:
+        name = await self._ensure(name, dims)
         structs = [
             models.PointStruct(
                 id=point_id(p.entry_id),
@@ -86,15 +114,21 @@ class QdrantServerIndex:
         ]
         await self._guard(self._client.upsert(name, structs, wait=True), name)
 
-    async def delete(self, collection: CollectionRef, entry_ids: Sequence[str]) -> None:
+    async def delete(
+        self, collection: CollectionRef, entry_ids: Sequence[str], *, generation: str | None = None
+    ) -> None:
         """Remove the points of `entry_ids` (unknown ids, or no collection yet, are fine)."""
         if not entry_ids:
             return
-        name = await self._existing(collection)
-        if name is None:
-            return
-        selector = models.PointIdsList(points=[point_id(e) for e in entry_ids])
-        await self._guard(self._client.delete(name, selector, wait=True), name)
+
+        async def write(target: str | None, ids: set[str]) -> None:
+            name = await self._existing(_name(collection, target))
+            if name is None:
+                return
+            selector = models.PointIdsList(points=[point_id(e) for e in entry_ids if e in ids])
+            await self._guard(self._client.delete(name, selector, wait=True), name)
+
+        await routed_write(self.mirror, collection, entry_ids, generation, write)
 
     async def hybrid_query(
         self,
@@ -107,7 +141,7 @@ class QdrantServerIndex:
         """Dense + sparse prefetches fused with RRF under `where`; [] if there is no collection."""
         if limit < 1:
             return []
-        name = await self._existing(collection)
+        name = await self._existing(collection_name(collection))
         if name is None:
             return []
         flt = server_filter(where)
@@ -132,18 +166,74 @@ class QdrantServerIndex:
     async def close(self) -> None:
         await self._client.close()
 
+    # ---- rebuilds (sinks.qdrant.generations) ----
+
+    async def begin_rebuild(self) -> str:
+        """Start mirroring live writes to a new generation; returns it (RebuildInProgress if one runs)."""
+        async with self.mirror.lock:
+            return self.mirror.begin()
+
+    async def swap_in(self, generation: str) -> None:
+        """Point every alias at the running rebuild's `generation` (one atomic request), then
+        delete every other generation's collections (module doc)."""
+        self.mirror.check(generation)
+        async with self.mirror.lock:
+            self.mirror.check(generation)
+            names = await self._collections()
+            aliases = {
+                a.alias_name: a.collection_name
+                for a in (await self._call(self._client.get_aliases())).aliases
+            }
+            fresh = {base_name(n): n for n in names if generation_of(n) == generation}
+            actions: list[models.AliasOperations] = []
+            for alias, target in aliases.items():
+                if alias.startswith("mem_") and fresh.get(alias) != target:
+                    actions.append(
+                        models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=alias))
+                    )
+            for alias, target in fresh.items():
+                if alias in names:  # an unsuffixed collection from before rebuilds (module doc)
+                    await self._call(self._client.delete_collection(alias))
+                if aliases.get(alias) != target:
+                    actions.append(
+                        models.CreateAliasOperation(
+                            create_alias=models.CreateAlias(collection_name=target, alias_name=alias)
+                        )
+                    )
+            if actions:
+                await self._call(self._client.update_collection_aliases(actions))
+            self._known.clear()
+            self.mirror.end()
+        for name in await self._collections():
+            if generation_of(name) != generation:
+                await self._call(self._client.delete_collection(name))
+
+    async def discard_rebuild(self, generation: str) -> None:
+        """Stop the rebuild of `generation` (if running) and delete its collections."""
+        if not check_generation(generation):
+            raise ValueError("the unsuffixed generation is never discarded")
+        async with self.mirror.lock:
+            if self.mirror.staging == generation:
+                self.mirror.end()
+        for name in await self._collections():
+            if generation_of(name) == generation:
+                await self._call(self._client.delete_collection(name))
+                self._known.discard(name)
+
     # ---- extras (tests, rebuild checks) ----
 
-    async def count(self, collection: CollectionRef) -> int:
-        name = await self._existing(collection)
+    async def count(self, collection: CollectionRef, *, generation: str | None = None) -> int:
+        name = await self._existing(_name(collection, generation))
         if name is None:
             return 0
         result = await self._guard(self._client.count(name, exact=True), name)
         return result.count
 
-    async def points(self, collection: CollectionRef) -> dict[str, dict[str, Any]]:
+    async def points(
+        self, collection: CollectionRef, *, generation: str | None = None
+    ) -> dict[str, dict[str, Any]]:
         """Every point's payload by entry id (scrolls everything)."""
-        name = await self._existing(collection)
+        name = await self._existing(_name(collection, generation))
         if name is None:
             return {}
         out: dict[str, dict[str, Any]] = {}
@@ -170,8 +260,15 @@ class QdrantServerIndex:
                 raise IndexUnavailable(f"qdrant {self.description} ({name}): {exc}") from exc
             raise
 
-    async def _existing(self, collection: CollectionRef) -> str | None:
-        name = collection_name(collection)
+    async def _call(self, call: Awaitable[T]) -> T:
+        return await self._guard(call, "collections")
+
+    async def _collections(self) -> set[str]:
+        """Names of the `mem_` collections (not aliases)."""
+        found = await self._call(self._client.get_collections())
+        return {c.name for c in found.collections if c.name.startswith("mem_")}
+
+    async def _existing(self, name: str) -> str | None:
         if name in self._known:
             return name
         if await self._guard(self._client.collection_exists(name), name):
@@ -179,12 +276,11 @@ class QdrantServerIndex:
             return name
         return None
 
-    async def _ensure(self, collection: CollectionRef, dims: int) -> str:
-        name = collection_name(collection)
+    async def _ensure(self, name: str, dims: int) -> str:
         if name in self._known:
             return name
         async with self._create_lock:
-            if await self._existing(collection) is not None:
+            if await self._existing(name) is not None:
                 return name
             try:
                 await self._guard(
@@ -214,6 +310,11 @@ class QdrantServerIndex:
                     )
             self._known.add(name)
             return name
+
+
+def _name(collection: CollectionRef, generation: str | None) -> str:
+    """The live name (an alias after a rebuild) or a staging generation's collection name."""
+    return collection_name(collection) if generation is None else generation_name(collection, generation)
 
 
 def server_filter(where: IndexFilter) -> models.Filter:
