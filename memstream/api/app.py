@@ -32,6 +32,13 @@ tools of `GET /v1/agents/{agent_id}/tools`, and run its tool calls with
 `POST /v1/agents/{agent_id}/tools/{tool_name}`. Pinned facts (user_profile entries of importance
 0.7 or more) open every context. `user_id` always says which user you act for: private entries are
 visible only to their user.
+
+**Journal tools**: every agent is also offered `journal_message_search` (search its earlier
+conversations' user and assistant messages, with one summary per matching thread) and
+`journal_tool_call_view` (read an earlier tool call's full result or arguments in pages of up to
+32 KB), whether or not `memory` is bound. They only ever see the agent's own threads, and only the
+user's threads when the call acts for a user. Keys issued to an MCP gateway
+(`memstream keys create --surface mcp`) are never offered them.
 """
 
 TAGS = [
@@ -58,7 +65,8 @@ def create_app(deps: ApiDeps) -> FastAPI:
     app.include_router(threads_router(deps))
     app.include_router(messages_router(deps))
     app.include_router(context_router(deps))
-    if deps.memory is not None:
+    if deps.memory is not None or deps.transcripts is not None:
         app.include_router(agents_router(deps, deps.memory))
+    if deps.memory is not None:
         app.include_router(memory_router(deps, deps.memory))
     return app

@@ -5,7 +5,9 @@ migrations) and the journal before serving, and closes them after the server sto
 holds for agent memory (`MemoryDeps`): its owner opens the vector index and the embedder, and
 closes the index after the server stopped. Without `memory`, the agent and memory routes are
 absent and contexts have no pinned facts. The owner also closes `summary_cache` when set
-(`await deps.summary_cache.aclose()`).
+(`await deps.summary_cache.aclose()`). `transcripts` (the journal tools over the transcript store
+and the chat model) is likewise opened and closed by its owner; without it the journal tools are
+not offered.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from memstream.pinned import NoPinnedFacts, PinnedFactsProvider
 from memstream.summaries import SummaryReader
 from memstream.summary_store import CachedSummaryReader
 from memstream.threads import ThreadService
+from memstream.transcripts.tools import JournalTools
 from sinks.objectstore.summaries import ObjectStoreSummaryReader
 from sinks.postgres.threads import PostgresThreadStore
 from sinks.qdrant.base import VectorIndex
@@ -79,6 +82,7 @@ class ApiDeps:
     readiness_timeout_s: float = 2.0
     memory: MemoryDeps | None = None
     summary_cache: RedisSummaryCache | None = None
+    transcripts: JournalTools | None = None
 
 
 def build_api_deps(
@@ -90,12 +94,13 @@ def build_api_deps(
     pinned: PinnedFactsProvider | None = None,
     memory: MemoryDeps | None = None,
     summary_cache: RedisSummaryCache | None = None,
+    transcripts: JournalTools | None = None,
 ) -> ApiDeps:
     """The standard wiring: Postgres threads, summaries from `settings.object_store` (through the
     Redis cache `summary_cache`, else through one on `settings.redis` when `settings.redis_url` is
     set, else uncached), pinned facts from `pinned`, else from agent memory when `memory` is
-    given, else none. `summaries`, when given, replaces the object store reader (and is cached only
-    when `summary_cache` is given too).
+    given, else none; the journal tools from `transcripts` when given. `summaries`, when given,
+    replaces the object store reader (and is cached only when `summary_cache` is given too).
 
     Does no I/O (the object store and Redis clients connect lazily).
     """
@@ -117,4 +122,5 @@ def build_api_deps(
         context_reader=reader,
         memory=memory,
         summary_cache=summary_cache,
+        transcripts=transcripts,
     )

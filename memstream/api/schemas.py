@@ -179,7 +179,10 @@ class PutAgentRequest(BaseModel):
 class AgentResponse(BaseModel):
     agent_id: str
     capabilities: list[str]
-    tools: list[str] = Field(description="names of the tools the bindings offer")
+    tools: list[str] = Field(
+        description="names of the tools offered to the agent: those of its bindings, and the journal "
+        "tools (no binding needed; agent surfaces only)"
+    )
 
 
 class ToolsResponse(BaseModel):
@@ -218,7 +221,8 @@ class InvokeToolRequest(BaseModel):
     )
     thread_id: Id | None = Field(
         default=None,
-        description="the thread the call came from (recorded as provenance); must be the agent's",
+        description="the thread the call came from (recorded as provenance; the `current_thread` of "
+        "journal_message_search); must be the agent's",
     )
 
 

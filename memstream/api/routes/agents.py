@@ -1,6 +1,13 @@
-"""`/v1/agents/{agent_id}`: capability bindings, the tools they offer, and calling those tools."""
+"""`/v1/agents/{agent_id}`: capability bindings, the tools offered to the agent, and calling them.
 
-from collections.abc import Iterable
+Two groups of tools: the memory tools (offered when the agent has `memory` bound and the server
+serves agent memory) and the journal tools (`journal_message_search`, `journal_tool_call_view`:
+offered whenever the server has a transcript store, whether or not Memory is bound, to callers on
+an agent surface only; a caller with an `mcp` key never sees them and calling one is 404
+`unknown_tool`, exactly as for a name that does not exist).
+"""
+
+from collections.abc import Iterable, Sequence
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query
@@ -18,10 +25,19 @@ from memstream.api.security import principal_dependency
 from memstream.auth import Principal
 from memstream.errors import Conflict
 from memstream.journal.models import ID_PATTERN, Id
-from memstream.memory.agents import AgentRef
+from memstream.memory.agents import AgentRef, AgentService
 from memstream.memory.models import MEMORY_CAPABILITY
-from memstream.memory.tools import TOOL_NAMES, MemoryNotBound, ToolContext, UnknownTool, tools_for
+from memstream.memory.tools import (
+    TOOL_NAMES,
+    MemoryNotBound,
+    ToolContext,
+    ToolSpec,
+    UnknownTool,
+    tools_for,
+)
 from memstream.pinned import MemoryScope
+from memstream.transcripts.context import JournalContext
+from sinks.clickhouse.base import TranscriptScope
 
 AgentIdPath = Annotated[
     Id,
@@ -48,22 +64,35 @@ def memory_scope(caller: Principal, agent_id: str, user_id: str | None) -> Memor
     )
 
 
-def agents_router(deps: ApiDeps, memory: MemoryDeps) -> APIRouter:
+def agents_router(deps: ApiDeps, memory: MemoryDeps | None) -> APIRouter:
+    """The agent routes over `memory` (None: no memory tools) and `deps.transcripts` (None: no
+    journal tools)."""
     router = APIRouter(prefix="/v1/agents", tags=["agents"])
     # Local alias: route modules do not use `from __future__ import annotations`, because FastAPI
     # must resolve this closure-local annotation at runtime.
     Caller = Annotated[Principal, Depends(principal_dependency(deps))]
+    agents = memory.agents if memory is not None else AgentService(deps.pool)
+    journal = deps.transcripts
+    memory_names: tuple[str, ...] = TOOL_NAMES if memory is not None else ()
 
     def agent_ref(caller: Principal, agent_id: str) -> AgentRef:
         return AgentRef(environment=caller.environment, account_id=caller.account_id, agent_id=agent_id)
 
     async def capabilities(caller: Principal, agent_id: str) -> list[str]:
-        return sorted(await memory.agents.capabilities(agent_ref(caller, agent_id)))
+        return sorted(await agents.capabilities(agent_ref(caller, agent_id)))
 
-    def agent_response(agent_id: str, bound: Iterable[str]) -> AgentResponse:
+    def offered(caller: Principal, bound: Sequence[str]) -> list[ToolSpec]:
+        """The memory tools when Memory is bound, then the journal tools on an agent surface."""
+        memory_tools = tools_for(bound) if memory is not None else []
+        return memory_tools + (journal.offered(caller) if journal is not None else [])
+
+    def journal_names(caller: Principal) -> tuple[str, ...]:
+        return journal.names_for(caller) if journal is not None else ()
+
+    def agent_response(caller: Principal, agent_id: str, bound: Iterable[str]) -> AgentResponse:
         names = sorted(bound)
         return AgentResponse(
-            agent_id=agent_id, capabilities=names, tools=[t.function.name for t in tools_for(names)]
+            agent_id=agent_id, capabilities=names, tools=[t.function.name for t in offered(caller, names)]
         )
 
     @router.put(
@@ -75,9 +104,9 @@ def agents_router(deps: ApiDeps, memory: MemoryDeps) -> APIRouter:
     async def put_agent(agent_id: AgentIdPath, body: PutAgentRequest, caller: Caller) -> AgentResponse:
         """Replace the agent's capability bindings. Binding `memory` offers exactly three tools:
         `memory_store`, `memory_recall`, `memory_forget`. Pinned facts reach the context whether or
-        not `memory` is bound."""
-        record = await memory.agents.bind(agent_ref(caller, agent_id), body.capabilities)
-        return agent_response(agent_id, record.capabilities)
+        not `memory` is bound. `tools` also lists the journal tools, which need no binding."""
+        record = await agents.bind(agent_ref(caller, agent_id), body.capabilities)
+        return agent_response(caller, agent_id, record.capabilities)
 
     @router.get(
         "/{agent_id}",
@@ -86,8 +115,8 @@ def agents_router(deps: ApiDeps, memory: MemoryDeps) -> APIRouter:
         responses=error_responses(401, 422),
     )
     async def get_agent(agent_id: AgentIdPath, caller: Caller) -> AgentResponse:
-        """The agent's capabilities (empty when nothing was ever bound) and the tools they offer."""
-        return agent_response(agent_id, await capabilities(caller, agent_id))
+        """The agent's capabilities (empty when nothing was ever bound) and the tools offered to it."""
+        return agent_response(caller, agent_id, await capabilities(caller, agent_id))
 
     @router.get(
         "/{agent_id}/tools",
@@ -97,8 +126,10 @@ def agents_router(deps: ApiDeps, memory: MemoryDeps) -> APIRouter:
     )
     async def get_tools(agent_id: AgentIdPath, caller: Caller, user_id: UserIdQuery = None) -> ToolsResponse:
         """OpenAI function-calling definitions of the agent's tools (pass them as `tools=`): the three
-        memory tools when `memory` is bound, none otherwise."""
-        return ToolsResponse(agent_id=agent_id, tools=tools_for(await capabilities(caller, agent_id)))
+        memory tools when `memory` is bound, and the two journal tools (`journal_message_search`,
+        `journal_tool_call_view`) for callers on an agent surface, bound or not. A caller whose key
+        was issued to an MCP gateway (`surface` `mcp`) is never offered the journal tools."""
+        return ToolsResponse(agent_id=agent_id, tools=offered(caller, await capabilities(caller, agent_id)))
 
     @router.post(
         "/{agent_id}/tools/{tool_name}",
@@ -110,20 +141,28 @@ def agents_router(deps: ApiDeps, memory: MemoryDeps) -> APIRouter:
         agent_id: AgentIdPath, tool_name: str, body: InvokeToolRequest, caller: Caller
     ) -> InvokeToolResponse:
         """Run a tool call of the model and return its result (give it back to the model as the tool
-        message). 409 `capability_not_bound` when the agent has no `memory` binding; 404
-        `unknown_tool` for another tool name; 422 naming the argument (`arguments.limit`) when the
-        arguments are invalid, or when screening/capacity refuse a store (nothing is written).
+        message). Memory tools: 409 `capability_not_bound` when the agent has no `memory` binding.
+        Journal tools need no binding (callers on an agent surface only). 404 `unknown_tool` for any
+        other name (and for the journal tools when the key's surface is `mcp`); 422 naming the
+        argument (`arguments.limit`) when the arguments are invalid, or when screening/capacity
+        refuse a store (nothing is written). `journal_tool_call_view`: 404 `tool_call_not_found`
+        for an id unknown to the agent (and user); 409 `ambiguous_tool_call` when the id occurs in
+        several threads and none is given.
 
         `thread_id`, when given, must be a thread of this agent; the call then acts for the thread's
-        user (`user_id`, when also given, must match it)."""
-        if tool_name not in TOOL_NAMES:
-            raise UnknownTool(f"no tool {tool_name!r}: the agent tools are {', '.join(TOOL_NAMES)}")
-        bound = await capabilities(caller, agent_id)
-        if MEMORY_CAPABILITY not in bound:
-            raise MemoryNotBound(
-                f"agent {agent_id!r} has no {MEMORY_CAPABILITY!r} capability binding: bind it with "
-                f"PUT /v1/agents/{agent_id} before calling {tool_name}"
-            )
+        user (`user_id`, when also given, must match it). The journal tools search and read only the
+        threads of this agent, and only the user's threads when the call acts for a user."""
+        journal_tools = journal_names(caller)
+        if tool_name not in memory_names and tool_name not in journal_tools:
+            known = ", ".join(memory_names + journal_tools) or "none"
+            raise UnknownTool(f"no tool {tool_name!r}: the agent tools are {known}")
+        if tool_name in memory_names:
+            bound = await capabilities(caller, agent_id)
+            if MEMORY_CAPABILITY not in bound:
+                raise MemoryNotBound(
+                    f"agent {agent_id!r} has no {MEMORY_CAPABILITY!r} capability binding: bind it with "
+                    f"PUT /v1/agents/{agent_id} before calling {tool_name}"
+                )
         user_id = body.user_id
         if body.thread_id is not None:
             thread = await deps.threads.get(caller, body.thread_id)
@@ -136,8 +175,20 @@ def agents_router(deps: ApiDeps, memory: MemoryDeps) -> APIRouter:
                     f"thread {body.thread_id!r} belongs to user {thread.user_id!r}, not {user_id!r}"
                 )
             user_id = thread.user_id
-        context = ToolContext(scope=memory_scope(caller, agent_id, user_id), thread_id=body.thread_id)
-        result = await memory.tools.invoke(tool_name, body.arguments, context)
+        if tool_name in journal_tools:
+            assert journal is not None
+            scope = TranscriptScope(
+                environment=caller.environment,
+                account_id=caller.account_id,
+                agent_id=agent_id,
+                user_id=user_id,
+            )
+            context = JournalContext(scope=scope, thread_id=body.thread_id)
+            result = await journal.invoke(tool_name, body.arguments, context)
+            return InvokeToolResponse(tool=tool_name, result=result)
+        assert memory is not None
+        tool_context = ToolContext(scope=memory_scope(caller, agent_id, user_id), thread_id=body.thread_id)
+        result = await memory.tools.invoke(tool_name, body.arguments, tool_context)
         return InvokeToolResponse(tool=tool_name, result=result)
 
     return router

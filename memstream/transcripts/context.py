@@ -1,0 +1,17 @@
+"""Who calls a journal tool: the transcript scope and, when known, the thread the call came from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sinks.clickhouse.base import TranscriptScope
+
+
+@dataclass(frozen=True)
+class JournalContext:
+    """`scope`: the caller's environment, account and agent, and the user the call acts for
+    (None: no user, every thread of the agent). `thread_id`: the thread the call came from
+    (it belongs to the agent and, with a user, to that user: the caller checks)."""
+
+    scope: TranscriptScope
+    thread_id: str | None = None
