@@ -22,6 +22,12 @@ ProcessorFactory = Callable[[Settings, "Engines | None"], Processor]
 (a worker alone), the processor builds its own and closes them when it stops."""
 
 
+def _clickhouse_projection(settings: Settings, engines: Engines | None) -> Processor:
+    from processors.clickhouse_projection import create  # imported on use: it loads clickhouse-connect
+
+    return create(settings, engines=engines)  # a worker alone owns a chdb path: fine
+
+
 def _flush(settings: Settings, engines: Engines | None) -> Processor:
     from processors.flush import create
 
@@ -47,6 +53,7 @@ def _thresholds(settings: Settings, engines: Engines | None) -> Processor:
 
 
 PROCESSORS: Mapping[str, ProcessorFactory] = {
+    "clickhouse-projection": _clickhouse_projection,
     "flush": _flush,
     "qdrant-projection": _qdrant_projection,
     "summarizer": _summarizer,

@@ -7,7 +7,8 @@ groups start at the earliest offset, shorter session timeouts, and a consumer th
 processed offsets (`streams.runtime.consumer`). The processor's logic is not bound to the app by a
 decorator: `ProcessorRuntime` attaches one agent that runs the batch loop below.
 
-Batch loop (one agent, concurrency 1): take up to `batch_size` events without acking them
+Batch loop (one agent, concurrency 1): take up to `batch_size` events (the processor's own
+`batch_size`/`batch_wait_s` when it sets them, else the run's options) without acking them
 (`stream.noack_take`), run them through `run_batch` (dead letters, retries), then mark them
 processed, ack them and commit (at once; if a background commit is under way, the next one,
 within `commit_interval_s`, takes them). A batch that fails for good is never acked: the runtime records
@@ -174,9 +175,10 @@ class ProcessorRuntime:
 
     async def _consume(self, stream: StreamT[Any]) -> None:
         try:
-            async for events in cast(Stream[Any], stream).noack_take(
-                self.options.batch_size, within=self.options.batch_wait_s
-            ):
+            processor = self.processor
+            size = processor.batch_size if processor.batch_size is not None else self.options.batch_size
+            wait = processor.batch_wait_s if processor.batch_wait_s is not None else self.options.batch_wait_s
+            async for events in cast(Stream[Any], stream).noack_take(size, within=wait):
                 if self._draining or self.crashed.is_set():
                     await _forever()  # stopping: leave the batch uncommitted for redelivery
                 self._idle.clear()

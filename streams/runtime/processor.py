@@ -77,6 +77,10 @@ class Processor(abc.ABC):
 
     name: str
     source_topics: tuple[str, ...]
+    batch_size: int | None = None
+    """Most records per batch for this processor; None: the run's `RuntimeOptions.batch_size`."""
+    batch_wait_s: float | None = None
+    """Longest wait to fill a batch; None: the run's `RuntimeOptions.batch_wait_s`."""
 
     @abc.abstractmethod
     async def process(self, batch: Sequence[Record]) -> None:

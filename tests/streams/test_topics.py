@@ -192,14 +192,14 @@ def test_dlq_topic_requires_a_listed_processor() -> None:
 
 
 def test_dlq_topic_is_built_from_the_template() -> None:
-    registry = load_topics().with_dead_letter("never-listed", "clickhouse-projection")
+    registry = load_topics().with_dead_letter("never-listed", "also-never-listed")
     spec = registry.dlq_topic("never-listed")
     template = registry.dead_letter.template
     assert spec.name == "dlq.never-listed" and spec.dead_letter_of == "never-listed"
     assert spec.config == template.config and spec.partitions == template.partitions
     assert spec.broker_name(Settings(topic_prefix="p.")) == "p.dlq.never-listed"
-    assert registry.names()[-2:] == ("dlq.never-listed", "dlq.clickhouse-projection")
-    assert registry.get("dlq.clickhouse-projection").dead_letter_of == "clickhouse-projection"
+    assert registry.names()[-2:] == ("dlq.never-listed", "dlq.also-never-listed")
+    assert registry.get("dlq.also-never-listed").dead_letter_of == "also-never-listed"
     registry.validate("dlq.never-listed", spec.examples[0])
     with pytest.raises(InvalidPayload):
         registry.validate("dlq.never-listed", {**spec.examples[0], "processor": "Bad Name"})

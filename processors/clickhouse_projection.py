@@ -1,0 +1,209 @@
+"""`clickhouse-projection`: the transcript store, projected from `journal.messages`.
+
+Input: `journal.messages` (key `thread_id`, value a version-1 journal message, see
+`streams.events`). Output: one row per message in the ClickHouse `messages` table
+(`sinks.clickhouse`), written in batches of up to `BATCH_SIZE` records or `BATCH_WAIT_S` seconds.
+
+The pure part, `rows(batch)`, decodes each record into a `TranscriptRow`; a record that can never
+be projected (no value, not a version-1 message, a key that is not the message's thread) raises
+`InvalidMessage` and is dead-lettered. The effect is one `TranscriptStore.insert(rows)`; the
+runtime commits the batch's offsets only after it returned. Idempotence: a row is identified by
+(environment, account_id, thread_id, offset) and every read of the store is dedup-safe, so a
+redelivered or replayed batch never shows a message twice.
+
+ClickHouse unavailable (`TranscriptUnavailable`): the processor neither dead-letters nor skips.
+It keeps retrying the same rows inside `process`, with exponential backoff (`RetryPolicy`), logging
+a warning at most once per `log_every_s`, until the store answers; then the batch completes and
+the runtime commits it. This retry lives here, not in the runtime, because the runtime treats any
+exception as transient but gives up after `RuntimeOptions.max_attempts` tries and crashes the
+processor, which is right for a bug and wrong for an outage of a downstream store. A stop of the
+runtime cancels the waiting batch: it is not committed and is redelivered later. Any other error
+propagates to the runtime (bounded retries, then a crash without commit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from memstream.config import Settings
+from memstream.engines import Engines
+from memstream.journal.models import Message
+from sinks.clickhouse.base import TranscriptRow, TranscriptStore, TranscriptUnavailable
+from sinks.clickhouse.factory import build_transcript_store
+from streams.events import InvalidEvent, decode_message
+from streams.runtime.processor import InvalidMessage, Processor, Record
+
+NAME = "clickhouse-projection"
+SOURCE_TOPIC = "journal.messages"
+BATCH_SIZE = 4000
+"""Rows per insert at most (ClickHouse prefers few large inserts; faust buffers 4096 per partition)."""
+BATCH_WAIT_S = 0.25
+"""Longest wait to fill a batch: the projection lags the journal by about this much when idle."""
+
+log = logging.getLogger("memstream.clickhouse_projection")
+
+Sleep = Callable[[float], Awaitable[None]]
+Clock = Callable[[], float]
+
+
+def row_of(message: Message) -> TranscriptRow:
+    """The projected row of a journal message (its tool call flattened into four columns)."""
+    call = message.tool_call
+    return TranscriptRow(
+        environment=message.environment,
+        account_id=message.account_id,
+        agent_id=message.agent_id,
+        user_id=message.user_id,
+        thread_id=message.thread_id,
+        message_id=message.message_id,
+        offset=message.offset,
+        seq=message.seq,
+        role=message.role,
+        content=message.content,
+        reasoning=message.reasoning,
+        tool_call_id=call.id if call is not None else None,
+        tool_name=call.name if call is not None else None,
+        tool_arguments=call.arguments if call is not None else None,
+        tool_result=call.result if call is not None else None,
+        created_at=message.created_at,
+        token_count=message.token_count,
+    )
+
+
+def decode(record: Record) -> TranscriptRow:
+    """The row of one `journal.messages` record; InvalidMessage if it can never be projected."""
+    try:
+        message = decode_message(record.value)
+    except InvalidEvent as exc:
+        raise InvalidMessage(record, str(exc)) from exc
+    if record.key is not None and record.key != message.thread_id.encode("utf-8"):
+        raise InvalidMessage(
+            record, f"record key {record.key!r} is not the message's thread_id {message.thread_id!r}"
+        ) from ValueError("key and value disagree")
+    return row_of(message)
+
+
+def rows(batch: Sequence[Record]) -> list[TranscriptRow]:
+    """The pure projection of `batch`, in record order. Raises InvalidMessage for the first bad record."""
+    return [decode(record) for record in batch]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Backoff while the store is unavailable: `initial_s * 2**n`, at most `max_s`; a warning at
+    most every `log_every_s` seconds."""
+
+    initial_s: float = 0.5
+    max_s: float = 30.0
+    log_every_s: float = 60.0
+
+    def delay(self, failures: int) -> float:
+        """Seconds to wait after the `failures`-th failure in a row (1-based)."""
+        return float(min(self.max_s, self.initial_s * 2 ** max(0, failures - 1)))
+
+
+class ClickHouseProjection(Processor):
+    """The `clickhouse-projection` processor (module doc). `name` may differ for a second
+    consumer group (a rebuild); `table` writes to a rebuild table instead of the live one."""
+
+    def __init__(
+        self,
+        store: TranscriptStore,
+        *,
+        name: str = NAME,
+        table: str | None = None,
+        close_store: bool = True,
+        retry: RetryPolicy | None = None,
+        batch_size: int | None = BATCH_SIZE,
+        batch_wait_s: float | None = BATCH_WAIT_S,
+        sleep: Sleep = asyncio.sleep,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self.name = name
+        self.source_topics = (SOURCE_TOPIC,)
+        self.store = store
+        self.table = table
+        self.close_store = close_store
+        self.retry = retry or RetryPolicy()
+        self.batch_size = batch_size
+        self.batch_wait_s = batch_wait_s
+        self._sleep = sleep
+        self._clock = clock
+        self._schema_ready = False
+        self.outages = 0
+        """Outages seen so far (a run of failed attempts ended by a success)."""
+
+    def rows(self, batch: Sequence[Record]) -> list[TranscriptRow]:
+        return rows(batch)
+
+    async def start(self) -> None:
+        """Create the schema if ClickHouse answers; if not, the first batch waits for it."""
+        try:
+            await self._ensure_schema()
+        except TranscriptUnavailable as exc:
+            log.warning(
+                "%s: ClickHouse unavailable at start, will retry with the first batch: %s", self.name, exc
+            )
+
+    async def process(self, batch: Sequence[Record]) -> None:
+        projected = self.rows(batch)
+        if projected:
+            await self._store_until_done(projected)
+
+    async def stop(self) -> None:
+        if self.close_store:
+            await self.store.close()
+
+    async def _ensure_schema(self) -> None:
+        if not self._schema_ready:
+            await self.store.ensure_schema()
+            self._schema_ready = True
+
+    async def _store_until_done(self, projected: list[TranscriptRow]) -> None:
+        """Insert `projected`, retrying for as long as the store is unavailable (module doc)."""
+        failures = 0
+        started = 0.0
+        last_log = 0.0
+        while True:
+            try:
+                await self._ensure_schema()
+                await self.store.insert(projected, table=self.table)
+            except TranscriptUnavailable as exc:
+                now = self._clock()
+                failures += 1
+                if failures == 1:
+                    started = now
+                if failures == 1 or now - last_log >= self.retry.log_every_s:
+                    last_log = now
+                    log.warning(
+                        "%s: ClickHouse unavailable for %.0fs (%d attempts), %d rows waiting, retrying: %s",
+                        self.name,
+                        now - started,
+                        failures,
+                        len(projected),
+                        exc,
+                    )
+                await self._sleep(self.retry.delay(failures))
+                continue
+            if failures:
+                self.outages += 1
+                log.info(
+                    "%s: ClickHouse available again after %.1fs (%d failed attempts)",
+                    self.name,
+                    self._clock() - started,
+                    failures,
+                )
+            return
+
+
+def create(settings: Settings, *, engines: Engines | None = None) -> ClickHouseProjection:
+    """The processor for `settings` (`settings.clickhouse`). With the process's `engines` (a chdb
+    path can be open in one process only), the store is shared and the caller closes it; without
+    (`memstream worker clickhouse-projection`), the processor opens its own and closes it."""
+    if engines is not None:
+        return ClickHouseProjection(engines.transcripts(), close_store=False)
+    return ClickHouseProjection(build_transcript_store(settings))

@@ -1,0 +1,214 @@
+"""clickhouse-projection: decoding records into rows (pure) and the wait-for-ClickHouse retry loop
+(with an in-memory store fake: the real store is covered in the broker test)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import pytest
+
+from memstream.journal.models import ToolCall
+from processors.clickhouse_projection import (
+    NAME,
+    ClickHouseProjection,
+    RetryPolicy,
+    decode,
+    rows,
+)
+from sinks.clickhouse.base import TranscriptRow, TranscriptUnavailable
+from streams.events import InvalidEvent, UnsupportedSchemaVersion
+from streams.runtime.processor import InvalidMessage
+from tests.processors.transcript_support import message, raw_record, record_of, tool_result
+
+
+def test_decode_flattens_a_message_into_a_row() -> None:
+    msg = message(
+        "th-1",
+        3,
+        "calling",
+        role="assistant",
+        reasoning="why",
+        tool_call=ToolCall(id="call-1", name="search", arguments='{"q": "x"}'),
+        seq=42,
+    )
+    row = decode(record_of(msg, 7))
+    assert row == TranscriptRow(
+        environment="test",
+        account_id="acme",
+        agent_id="bot",
+        user_id="alice",
+        thread_id="th-1",
+        message_id="th-1-3",
+        offset=3,
+        seq=42,
+        role="assistant",
+        content="calling",
+        reasoning="why",
+        tool_call_id="call-1",
+        tool_name="search",
+        tool_arguments='{"q": "x"}',
+        tool_result=None,
+        created_at=msg.created_at,
+        token_count=1,
+    )
+    result = decode(record_of(tool_result("th-1", 4, "call-1", "done"), 8))
+    assert (result.role, result.tool_call_id, result.tool_name, result.tool_result) == (
+        "tool",
+        "call-1",
+        None,
+        "done",
+    )
+    plain = decode(record_of(message("th-1", 0, "hi", user_id=None), 1))
+    assert (plain.user_id, plain.tool_call_id, plain.reasoning) == (None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "reason", "cause"),
+    [
+        (b"th-1", None, "no value", InvalidEvent),
+        (b"th-1", b"not json", "not JSON", InvalidEvent),
+        (b"th-1", b'{"schema_version": 2}', "schema_version 2", UnsupportedSchemaVersion),
+        (b"th-1", b'{"schema_version": 1, "role": "user"}', "invalid at", InvalidEvent),
+    ],
+)
+def test_undecodable_records_are_invalid(key: bytes, value: bytes | None, reason: str, cause: type) -> None:
+    record = raw_record(key, value, 5)
+    with pytest.raises(InvalidMessage, match=reason) as info:
+        decode(record)
+    assert info.value.record is record
+    assert isinstance(info.value.error, cause)
+
+
+def test_a_key_that_is_not_the_thread_is_invalid() -> None:
+    good = record_of(message("th-1", 0, "hi"), 0)
+    bad = raw_record(b"th-2", good.value, 1)
+    with pytest.raises(InvalidMessage, match="not the message's thread_id"):
+        decode(bad)
+
+
+def test_rows_keep_record_order_and_stop_at_the_first_bad_record() -> None:
+    batch = [record_of(message("a", i, f"m{i}"), i) for i in range(3)]
+    assert [r.offset for r in rows(batch)] == [0, 1, 2]
+    poisoned = [*batch[:2], raw_record(b"a", b"{}", 9), batch[2]]
+    with pytest.raises(InvalidMessage) as info:
+        rows(poisoned)
+    assert info.value.record.offset == 9
+
+
+class FlakyStore:
+    """Unavailable for the first `failures` calls, then stores rows in memory."""
+
+    def __init__(self, failures: int, *, schema_failures: int = 0, error: Exception | None = None) -> None:
+        self.failures = failures
+        self.schema_failures = schema_failures
+        self.error = error
+        self.inserted: list[tuple[TranscriptRow, str | None]] = []
+        self.insert_calls = 0
+        self.schema_calls = 0
+        self.closed = False
+
+    async def ensure_schema(self) -> None:
+        self.schema_calls += 1
+        if self.schema_failures:
+            self.schema_failures -= 1
+            raise TranscriptUnavailable("schema: connection refused")
+
+    async def insert(self, rows: Sequence[TranscriptRow], *, table: str | None = None) -> None:
+        self.insert_calls += 1
+        if self.error is not None:
+            raise self.error
+        if self.failures:
+            self.failures -= 1
+            raise TranscriptUnavailable("insert: connection refused")
+        self.inserted.extend((r, table) for r in rows)
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+    def clock(self) -> float:
+        return self.now
+
+
+def projection(store: FlakyStore, clock: FakeTime, **kwargs: object) -> ClickHouseProjection:
+    return ClickHouseProjection(
+        store,  # type: ignore[arg-type]
+        retry=RetryPolicy(initial_s=1.0, max_s=8.0, log_every_s=30.0),
+        sleep=clock.sleep,
+        clock=clock.clock,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+async def test_waits_out_an_outage_then_stores_the_whole_batch(caplog: pytest.LogCaptureFixture) -> None:
+    store, clock = FlakyStore(failures=12), FakeTime()
+    processor = projection(store, clock)
+    batch = [record_of(message("a", i, f"m{i}"), i) for i in range(4)]
+    with caplog.at_level(logging.INFO, logger="memstream.clickhouse_projection"):
+        await processor.start()
+        await processor.process(batch)
+    assert [r.offset for r, _ in store.inserted] == [0, 1, 2, 3]
+    assert store.insert_calls == 13
+    assert clock.sleeps == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0]
+    assert processor.outages == 1
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    # bounded: the first failure, then at most one warning per 30 s of outage (87 s here)
+    assert 2 <= len(warnings) <= 4
+    assert any("available again" in r.getMessage() for r in caplog.records)
+
+
+async def test_schema_is_created_once_even_when_clickhouse_is_down_at_start() -> None:
+    store, clock = FlakyStore(failures=0, schema_failures=2), FakeTime()
+    processor = projection(store, clock, table="messages_rebuild_x")
+    await processor.start()  # does not raise: the first batch waits for ClickHouse
+    await processor.process([record_of(message("a", 0, "hi"), 0)])
+    await processor.process([record_of(message("a", 1, "ho"), 1)])
+    assert store.schema_calls == 3
+    assert [(r.offset, table) for r, table in store.inserted] == [
+        (0, "messages_rebuild_x"),
+        (1, "messages_rebuild_x"),
+    ]
+
+
+async def test_other_errors_go_to_the_runtime() -> None:
+    store, clock = FlakyStore(failures=0, error=RuntimeError("Code: 62. Syntax error")), FakeTime()
+    processor = projection(store, clock)
+    with pytest.raises(RuntimeError, match="Syntax"):
+        await processor.process([record_of(message("a", 0, "hi"), 0)])
+    assert clock.sleeps == []
+
+
+async def test_a_bad_record_is_rejected_before_anything_is_written() -> None:
+    store, clock = FlakyStore(failures=0), FakeTime()
+    processor = projection(store, clock)
+    with pytest.raises(InvalidMessage):
+        await processor.process([record_of(message("a", 0, "hi"), 0), raw_record(b"a", b"[]", 1)])
+    assert store.inserted == [] and store.insert_calls == 0
+
+
+async def test_identity_batching_and_closing() -> None:
+    store, clock = FlakyStore(failures=0), FakeTime()
+    processor = projection(store, clock)
+    assert (processor.name, processor.source_topics) == (NAME, ("journal.messages",))
+    assert processor.batch_size is not None and processor.batch_size >= 1000
+    assert processor.batch_wait_s is not None and processor.batch_wait_s <= 0.5
+    await processor.stop()
+    assert store.closed
+    shared = projection(FlakyStore(failures=0), clock, close_store=False)
+    await shared.stop()
+    assert not shared.store.closed  # type: ignore[attr-defined]
+
+
+def test_retry_policy_backoff() -> None:
+    policy = RetryPolicy(initial_s=0.5, max_s=30.0)
+    assert [policy.delay(n) for n in (1, 2, 3, 7, 8, 50)] == [0.5, 1.0, 2.0, 30.0, 30.0, 30.0]
