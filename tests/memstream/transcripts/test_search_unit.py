@@ -10,8 +10,8 @@ from memstream.models.prompts import SEARCH_SUMMARY_SYSTEM_PROMPT
 from memstream.transcripts.context import JournalContext
 from memstream.transcripts.search import TranscriptSearch, group_by_thread
 from sinks.clickhouse.base import MessageHit, TranscriptScope
+from tests.sinks.clickhouse.rows import BASE_TIME, row
 
-from ...sinks.clickhouse.rows import BASE_TIME, row
 from .fakes import FakeTranscriptStore, RecordingModel
 
 SCOPE = TranscriptScope(environment="test", account_id="acct", agent_id="agent")

@@ -19,8 +19,8 @@ from memstream.transcripts.tool_call_view import (
     complete_prefix,
 )
 from sinks.clickhouse.base import TranscriptScope
+from tests.sinks.clickhouse.rows import row
 
-from ...sinks.clickhouse.rows import row
 from .fakes import FakeTranscriptStore
 
 SCOPE = TranscriptScope(environment="test", account_id="acct", agent_id="agent")
