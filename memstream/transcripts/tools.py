@@ -5,6 +5,9 @@ They are not part of the Memory capability: `JournalTools.offered(principal)` gi
 definitions to every caller on an agent surface (`Principal.on_agent_surface`), whether or not
 the agent has Memory bound, and none to a caller whose key was issued to an MCP gateway; for
 that caller the tools do not exist (the route answers 404 `unknown_tool`, as for any other name).
+
+A store that cannot answer right now (`TranscriptUnavailable`) surfaces as
+`TranscriptsUnavailable` (HTTP 503 `transcripts_unavailable`): retry later.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from memstream.auth import Principal
+from memstream.errors import JournalUnavailable
 from memstream.memory.tools import FunctionSpec, ToolSpec, UnknownTool
 from memstream.models.base import ChatModel
 from memstream.transcripts.context import JournalContext
@@ -26,7 +30,7 @@ from memstream.transcripts.search import (
     TranscriptSearch,
 )
 from memstream.transcripts.tool_call_view import MAX_PAGE_BYTES, PARTS, VIEW, ToolCallViewer
-from sinks.clickhouse.base import TranscriptStore
+from sinks.clickhouse.base import TranscriptStore, TranscriptUnavailable
 
 JOURNAL_TOOL_NAMES = (SEARCH, VIEW)
 
@@ -129,6 +133,12 @@ VIEW_SPEC = ToolSpec(
 JOURNAL_TOOLS: tuple[ToolSpec, ...] = (SEARCH_SPEC, VIEW_SPEC)
 
 
+class TranscriptsUnavailable(JournalUnavailable):
+    """The transcript store (the ClickHouse projection of the journal) cannot be read right now."""
+
+    code = "transcripts_unavailable"
+
+
 class JournalTools:
     """Both journal tools over one transcript store and chat model."""
 
@@ -155,8 +165,13 @@ class JournalTools:
     ) -> dict[str, Any]:
         """Validate `arguments` for tool `name` and run it; the JSON result for the model. The caller
         (the route) checks the surface first."""
-        if name == SEARCH:
-            return await self.search.invoke(arguments, context)
-        if name == VIEW:
-            return await self.viewer.invoke(arguments, context)
+        try:
+            if name == SEARCH:
+                return await self.search.invoke(arguments, context)
+            if name == VIEW:
+                return await self.viewer.invoke(arguments, context)
+        except TranscriptUnavailable as exc:
+            raise TranscriptsUnavailable(
+                f"the transcript store cannot be read right now ({exc}); retry later"
+            ) from exc
         raise UnknownTool(f"no journal tool {name!r}: the journal tools are {', '.join(JOURNAL_TOOL_NAMES)}")

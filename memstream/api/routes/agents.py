@@ -135,7 +135,7 @@ def agents_router(deps: ApiDeps, memory: MemoryDeps | None) -> APIRouter:
         "/{agent_id}/tools/{tool_name}",
         response_model=InvokeToolResponse,
         summary="Run one of the agent's tools",
-        responses=error_responses(401, 404, 409, 422),
+        responses=error_responses(401, 404, 409, 422, 503),
     )
     async def invoke_tool(
         agent_id: AgentIdPath, tool_name: str, body: InvokeToolRequest, caller: Caller
@@ -147,7 +147,8 @@ def agents_router(deps: ApiDeps, memory: MemoryDeps | None) -> APIRouter:
         argument (`arguments.limit`) when the arguments are invalid, or when screening/capacity
         refuse a store (nothing is written). `journal_tool_call_view`: 404 `tool_call_not_found`
         for an id unknown to the agent (and user); 409 `ambiguous_tool_call` when the id occurs in
-        several threads and none is given.
+        several threads and none is given; 503 `transcripts_unavailable` when the transcript store
+        cannot be read right now (retry).
 
         `thread_id`, when given, must be a thread of this agent; the call then acts for the thread's
         user (`user_id`, when also given, must match it). The journal tools search and read only the

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from memstream.api.errors import status_of
 from memstream.errors import InvalidInput
 from memstream.models.offline import OfflineChatModel
 from memstream.models.prompts import SEARCH_SUMMARY_SYSTEM_PROMPT
 from memstream.transcripts.context import JournalContext
 from memstream.transcripts.search import TranscriptSearch, group_by_thread
-from sinks.clickhouse.base import MessageHit, TranscriptScope
+from memstream.transcripts.tools import JournalTools, TranscriptsUnavailable
+from sinks.clickhouse.base import MessageHit, TranscriptScope, TranscriptUnavailable
 from tests.sinks.clickhouse.rows import BASE_TIME, row
 
 from .fakes import FakeTranscriptStore, RecordingModel
@@ -144,3 +148,15 @@ async def test_no_hits() -> None:
         {"query": "zebra"}, CONTEXT
     )
     assert (result["count"], result["threads"]) == (0, [])
+
+
+async def test_an_unavailable_store_is_a_retryable_error() -> None:
+    class Down(FakeTranscriptStore):
+        async def search(self, scope: TranscriptScope, query: str, **kwargs: Any) -> list[MessageHit]:
+            raise TranscriptUnavailable("connection refused")
+
+    tools = JournalTools.build(Down(), OfflineChatModel())
+    with pytest.raises(TranscriptsUnavailable, match="connection refused") as info:
+        await tools.invoke("journal_message_search", {"query": "refund"}, CONTEXT)
+    assert info.value.code == "transcripts_unavailable"
+    assert status_of(info.value) == 503
