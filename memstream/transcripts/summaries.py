@@ -4,8 +4,10 @@ A model that answers free-form (`ChatModel.complete`) gets the versioned prompt
 `memstream.models.prompts.SEARCH_SUMMARY_PROMPT_VERSION` (query and messages as escaped data
 blocks). The offline default cannot complete free-form (`ModelUnsupported`): it summarizes the
 matching messages with its extractive summarizer instead (`ChatModel.summarize`, whole sentences
-of the messages, `offline-extractive-1`), so the offline default still gives a real summary. Once
-a model said it cannot complete, later calls go straight to `summarize`.
+of the messages, `offline-extractive-1`), so the offline default still gives a real summary; when
+no sentence qualifies (the extractive summarizer needs two content words), the summary is the
+labelled matching messages themselves (`User: ...`), cut to the budget. Once a model said it
+cannot complete, later calls go straight to `summarize`.
 
 An empty summary is a failure (`ModelOutputInvalid`), like any `ModelError`: the caller degrades
 that thread to its matching messages.
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from memstream.journal.models import Message
 from memstream.journal.tokens import count_tokens
 from memstream.models.base import ChatModel, ModelOutputInvalid, ModelUnsupported
+from memstream.models.extractive import LABELS
 from memstream.models.prompts import SEARCH_SUMMARY_PROMPT_VERSION, search_summary_request
 from memstream.models.text import fit_to_budget
 from sinks.clickhouse.base import MessageHit, TranscriptScope
@@ -82,6 +85,14 @@ class MatchSummarizer:
                     )
                 return ThreadSummary(text=text, prompt_version=SEARCH_SUMMARY_PROMPT_VERSION)
         draft = await self._model.summarize(None, messages, max_tokens=self._max_tokens)
-        if not draft.content.strip():
+        text = draft.content.strip() or quoted(messages, self._max_tokens)
+        if not text:
             raise ModelOutputInvalid("the summary of the matching messages is empty", usage=draft.usage)
-        return ThreadSummary(text=draft.content, prompt_version=draft.prompt_version)
+        return ThreadSummary(text=text, prompt_version=draft.prompt_version)
+
+
+def quoted(messages: Sequence[Message], max_tokens: int) -> str:
+    """The messages as `User: ...` / `Assistant: ...` lines (whitespace collapsed), cut to
+    `max_tokens` o200k tokens; "" when none has text."""
+    lines = [f"{LABELS[m.role]}: {' '.join(m.content.split())}" for m in messages if m.role in LABELS]
+    return fit_to_budget("\n".join(line for line in lines if not line.endswith(": ")), max_tokens)

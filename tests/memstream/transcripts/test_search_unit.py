@@ -160,3 +160,12 @@ async def test_an_unavailable_store_is_a_retryable_error() -> None:
         await tools.invoke("journal_message_search", {"query": "refund"}, CONTEXT)
     assert info.value.code == "transcripts_unavailable"
     assert status_of(info.value) == 503
+
+
+async def test_offline_summary_of_messages_too_short_for_sentences() -> None:
+    short = [row("t1", 0, "refund?"), row("t1", 1, "  Refund,   yes. ", role="assistant")]
+    result = await TranscriptSearch(FakeTranscriptStore(rows=short), OfflineChatModel()).invoke(
+        {"query": "refund"}, CONTEXT
+    )
+    [thread] = result["threads"]  # one content word each: no sentence qualifies, the messages are quoted
+    assert thread["summary"] == "User: refund?\nAssistant: Refund, yes."
