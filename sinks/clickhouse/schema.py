@@ -12,6 +12,9 @@ transcript tools and by data teams (README, "Transcript projection (ClickHouse) 
 - a `text` index on `content` (tokens split on non-alphanumeric ASCII characters, lower-cased by
   the `lowerUTF8` preprocessor: search tokens must be given in lower case) and a bloom filter
   on `tool_call_id`;
+- `fsync_after_insert = 1`, `fsync_part_directory = 1`: an insert returns only once its part is
+  on disk, so the processor commits offsets only for rows that survive a machine crash (the cost
+  is small at the processor's batch sizes);
 - `old_parts_lifetime = 60`: merged-away parts are removed after a minute (an embedded engine
   lives in short processes and would otherwise keep them for 8 minutes).
 
@@ -92,7 +95,7 @@ CREATE TABLE IF NOT EXISTS {check_identifier(database)}.{check_identifier(table)
 ENGINE = ReplacingMergeTree(inserted_at)
 PARTITION BY toYYYYMM(created_at)
 ORDER BY (environment, account_id, agent_id, thread_id, offset)
-SETTINGS old_parts_lifetime = 60
+SETTINGS old_parts_lifetime = 60, fsync_after_insert = 1, fsync_part_directory = 1
 """
 
 
