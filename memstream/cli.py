@@ -6,12 +6,20 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from pydantic import ValidationError
 
 from memstream.config import Settings
+
+if TYPE_CHECKING:
+    from memstream.ops.node_client import NodeClient
+    from memstream.ops.render import ProgressLine
+
+T = TypeVar("T")
 
 
 def load_settings() -> Settings:
@@ -200,6 +208,227 @@ def keys_create(account: str, label: str, surface: str) -> None:
     settings = load_settings()
     key = asyncio.run(create_key(settings, account, label, surface=surface))
     click.echo(key)
+
+
+# ---- operator commands: run inside the node (it owns the engines), driven over its admin API ----
+
+NODE_OPTION = click.option(
+    "--node",
+    "node_url",
+    default=None,
+    metavar="URL",
+    help="The node's API (default: http://API_HOST:API_PORT of the configuration).",
+)
+EXIT_NODE_UNREACHABLE = 3
+
+
+def _node_client(node_url: str | None) -> NodeClient:
+    from memstream.ops.admin_token import AdminTokenMissing, read_admin_token
+    from memstream.ops.node_client import NodeClient
+
+    settings = load_settings()
+    try:
+        token = read_admin_token(settings)
+    except AdminTokenMissing as exc:
+        raise click.ClickException(exc.message) from None
+    return NodeClient(node_url or settings.api_url, token)
+
+
+def _progress_line() -> ProgressLine:
+    from memstream.ops.render import ProgressLine
+
+    return ProgressLine(lambda text: click.echo(text, nl=False, err=True), tty=sys.stderr.isatty())
+
+
+def _admin_call(action: Callable[[], T]) -> T:
+    """Run `action` against the node; its typed failures become messages and exit codes."""
+    from memstream.ops.node_client import NodeRefused, NodeUnreachable
+
+    try:
+        return action()
+    except NodeUnreachable as exc:
+        click.echo(f"error: {exc.message}", err=True)
+        sys.exit(EXIT_NODE_UNREACHABLE)
+    except NodeRefused as exc:
+        field = f" [{exc.field}]" if exc.field else ""
+        click.echo(f"error ({exc.code}){field}: {exc.message}", err=True)
+        sys.exit(1)
+
+
+def _streamed(client: NodeClient, method: str, path: str, **kwargs: Any) -> Any:
+    from memstream.ops.node_client import run_stream
+
+    line = _progress_line()
+    try:
+        return run_stream(client.stream(method, path, **kwargs), line)
+    finally:
+        line.finish()
+
+
+@main.command()
+@click.argument("processor")
+@click.option(
+    "--from",
+    "start",
+    required=True,
+    metavar="earliest|OFFSETS|TIMESTAMP",
+    help="earliest; PARTITION:OFFSET[,...] (or TOPIC:PARTITION:OFFSET); or an ISO-8601 time "
+    "(not on the embedded Tansu broker, which answers time lookups wrongly).",
+)
+@click.option("--coordinate", is_flag=True, help="Have the node pause the processor, reset, then resume it.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option(
+    "--no-follow", is_flag=True, help="Return after the reset instead of showing lag until caught up."
+)
+@NODE_OPTION
+def replay(
+    processor: str, start: str, coordinate: bool, yes: bool, no_follow: bool, node_url: str | None
+) -> None:
+    """Reset PROCESSOR's consumer group so it reprocesses from --from.
+
+    Refused while the group is active (the node runs the processor, or the broker reports members)
+    unless --coordinate. Exit 0 done, 1 refused or failed, 3 no node answers.
+    """
+    from memstream.errors import InvalidInput
+    from memstream.ops.replay_from import parse_replay_from
+
+    try:
+        parse_replay_from(start)
+    except InvalidInput as exc:
+        raise click.BadParameter(exc.message, param_hint="--from") from None
+    with _node_client(node_url) as client:
+        names = [p["name"] for p in _admin_call(lambda: client.get("/admin/v1/processors"))]
+        if processor not in names:
+            raise click.ClickException(
+                f"unknown processor {processor!r}; the node runs: {', '.join(names) or 'none'}"
+            )
+        body = {"processor": processor, "from": start, "coordinate": coordinate, "dry_run": True}
+        plan = _admin_call(lambda: _streamed(client, "POST", "/admin/v1/replay", body=body))
+        for line in _plan_lines(plan["plan"]):
+            click.echo(line)
+        active = plan["active"]
+        if active and not coordinate:
+            click.echo(
+                f"error: group {plan['plan']['group_id']} is active ({'; '.join(active)}); nothing was "
+                "changed. Use --coordinate to have the node pause the processor, reset and resume it.",
+                err=True,
+            )
+            sys.exit(1)
+        if not yes:
+            click.confirm(f"Reset group {plan['plan']['group_id']} to these offsets?", abort=True)
+        body["dry_run"] = False
+        outcome = _admin_call(lambda: _streamed(client, "POST", "/admin/v1/replay", body=body))
+        paused = " (the node paused and resumed it)" if outcome["paused"] else ""
+        click.echo(f"group {outcome['plan']['group_id']} reset{paused}")
+        if not no_follow:
+            _admin_call(lambda: _follow_lag(client, processor))
+
+
+def _plan_lines(plan: dict[str, Any]) -> list[str]:
+    lines = [f"processor {plan['processor']}, group {plan['group_id']}, from {plan['start']}:"]
+    for p in plan["partitions"]:
+        committed = "none" if p["committed"] is None else p["committed"]
+        lines.append(f"  {p['topic']}[{p['partition']}]: committed {committed} -> {p['target']}")
+    if not plan["partitions"]:
+        lines.append("  (no partition to change)")
+    return lines
+
+
+def _follow_lag(client: NodeClient, processor: str, interval_s: float = 1.0) -> None:
+    import time
+
+    from memstream.ops.progress import Progress
+
+    line = _progress_line()
+    first: int | None = None
+    try:
+        while True:
+            report = client.get(f"/admin/v1/processors/{processor}/lag")
+            lag = int(report["total_lag"])
+            first = lag if first is None else max(first, lag)
+            parts = ", ".join(f"p{p['partition']} {p['lag']}" for p in report["partitions"] if p["lag"])
+            line(Progress("catch-up", first - lag, first, f"lag {lag}" + (f" ({parts})" if parts else "")))
+            if lag == 0:
+                break
+            time.sleep(interval_s)
+    finally:
+        line.finish()
+    click.echo(f"processor {processor} caught up")
+
+
+@main.command()
+@click.option(
+    "--from-seq", "from_seq", type=int, required=True, help="First seq to publish again (inclusive)."
+)
+@NODE_OPTION
+def republish(from_seq: int, node_url: str | None) -> None:
+    """Publish journal appends with seq >= --from-seq to journal.messages again, from the journal.
+
+    For a broker that lost its data; consumers are idempotent. 0 or 1 republishes the whole journal.
+    Exit 0 done, 1 refused or failed, 3 no node answers.
+    """
+    with _node_client(node_url) as client:
+        body = {"from_seq": from_seq}
+        report = _admin_call(lambda: _streamed(client, "POST", "/admin/v1/republish", body=body))
+    click.echo(
+        f"republished {report['messages']} message(s), seq {report['from_seq']}..{report['last_seq']}, "
+        f"in {report['seconds']:.1f}s"
+    )
+
+
+@main.command()
+@click.option("--wait", "settle_s", type=float, default=10.0, show_default=True, help="Longest wait for lag.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable report.")
+@NODE_OPTION
+def verify(settle_s: float, as_json: bool, node_url: str | None) -> None:
+    """Compare per-thread message counts of the journal and the ClickHouse projection.
+
+    Messages the relay has not published yet are reported apart (not a defect). Exit 0 when the
+    projection matches, 1 when a thread differs (or on failure), 3 when no node answers.
+    """
+    from memstream.ops.verify import ThreadDiff, render_differences
+
+    with _node_client(node_url) as client:
+        report = _admin_call(
+            lambda: _streamed(client, "GET", "/admin/v1/verify", params={"settle_s": settle_s})
+        )
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+    else:
+        click.echo(
+            f"journal: {report['journal_messages']} messages in {report['journal_threads']} threads; "
+            f"projection: {report['projection_messages']} messages in {report['projection_threads']} threads"
+        )
+        if report["pending_messages"]:
+            click.echo(
+                f"pending: {report['pending_messages']} message(s) of {report['pending_threads']} thread(s) "
+                "not yet published by the relay (not a projection defect)"
+            )
+        diffs = [ThreadDiff(**d) for d in report["differences"]]
+        if diffs:
+            click.echo(f"{len(diffs)} thread(s) differ:")
+            for line in render_differences(diffs):
+                click.echo(line)
+        else:
+            click.echo("the projection matches the journal")
+    sys.exit(0 if report["ok"] else 1)
+
+
+@main.command()
+@click.argument("target", type=click.Choice(["clickhouse", "qdrant"]))
+@NODE_OPTION
+def rebuild(target: str, node_url: str | None) -> None:
+    """Build a fresh TARGET projection from the topics and swap it in.
+
+    Exit 0 done, 1 refused or failed, 3 no node answers.
+    """
+    with _node_client(node_url) as client:
+        report = _admin_call(lambda: _streamed(client, "POST", f"/admin/v1/rebuild/{target}"))
+    details = ", ".join(f"{k} {v}" for k, v in (report.get("details") or {}).items())
+    click.echo(
+        f"rebuilt {report.get('target', target)}: {report.get('rows')} rows "
+        f"in {report.get('seconds', 0):.1f}s" + (f" ({details})" if details else "")
+    )
 
 
 if __name__ == "__main__":

@@ -3,8 +3,10 @@
 Start-up order: Postgres schema, topics (topics.yaml), the journal (this fences any previous
 writer), the relay (resuming from its durable cursor; from seq 0 when the broker lost the journal
 topic, as the memory-only embedded broker does on restart), the agent-memory outbox relay, the
-processors (sharing the process's single index and embedding model with recall: `Engines`), the
-daily hygiene pass, then the API.
+processors (sharing the process's single index and embedding model with recall: `Engines`; run
+by a `ProcessorSupervisor`, so the admin API can pause and resume one), the daily hygiene pass,
+then the API (with the operator commands under `/admin/v1`, behind the admin token: configured, or
+generated into `{data_dir}/admin.token`).
 Shutdown runs the other way round: the API stops taking appends, the relay publishes what is
 durable, processors commit what is done, the journal and the pool close.
 """
@@ -13,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import importlib
 import logging
 import signal
 from collections.abc import Iterator, Sequence
@@ -22,6 +26,7 @@ import uvicorn
 
 from memstream.api.app import create_app
 from memstream.api.deps import MemoryDeps, build_api_deps
+from memstream.api.routes.admin import AdminDeps, Rebuilder, admin_router
 from memstream.config import Settings
 from memstream.engines import Engines
 from memstream.journal.base import Journal
@@ -30,13 +35,15 @@ from memstream.journal.store import SlateJournal
 from memstream.memory.clock import utc_now
 from memstream.memory.hygiene import run_daily
 from memstream.memory.outbox import EntriesOutboxRelay
+from memstream.ops.admin_token import ensure_admin_token
+from memstream.ops.progress import ProgressCallback
 from memstream.relay import JOURNAL_TOPIC, Relay
 from processors.registry import create_processor, processor_names
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
 from sinks.redis.summary_cache import RedisSummaryCache
 from streams.admin import apply_topics
-from streams.runtime.worker import run_processors
+from streams.runtime.supervisor import ProcessorSupervisor
 from streams.topics import load_topics
 
 log = logging.getLogger("memstream.node")
@@ -82,6 +89,7 @@ async def run_node(settings: Settings, stop: asyncio.Event) -> None:
     """Run until `stop` is set (or a component fails, which is raised after a clean shutdown)."""
     settings.data_path.mkdir(parents=True, exist_ok=True)
     log.info("configuration: %s", settings.describe())
+    admin_token = ensure_admin_token(settings)
     pool = await create_pool(settings.postgres)
     try:
         await migrate(pool)
@@ -94,7 +102,14 @@ async def run_node(settings: Settings, stop: asyncio.Event) -> None:
             max_message_bytes=settings.journal_max_message_bytes,
         )
         try:
-            await _serve(settings, stop, pool, journal, journal_topic_is_new=JOURNAL_TOPIC in report.created)
+            await _serve(
+                settings,
+                stop,
+                pool,
+                journal,
+                journal_topic_is_new=JOURNAL_TOPIC in report.created,
+                admin_token=admin_token,
+            )
         finally:
             await journal.close()
     finally:
@@ -108,6 +123,7 @@ async def _serve(
     journal: SlateJournal,
     *,
     journal_topic_is_new: bool,
+    admin_token: str,
 ) -> None:
     relay: Relay
 
@@ -132,11 +148,32 @@ async def _serve(
     engines = Engines(settings, journal=journal, pool=pool)
     memory = MemoryDeps.build(pool, engines.embedder(), engines.sparse(), engines.index())
     summary_cache = RedisSummaryCache.from_settings(settings)  # Redis: embedded or configured
+    # The journal tools (transcript search) for /v1 are wired here: build them over
+    # engines.transcripts() and pass them to build_api_deps(..., transcripts=...).
     app = create_app(build_api_deps(settings, api_journal, pool, memory=memory, summary_cache=summary_cache))
+    supervisor = ProcessorSupervisor(
+        {
+            name: functools.partial(create_processor, name, settings, engines=engines)
+            for name in processor_names()
+        },
+        settings,
+    )
+    app.include_router(
+        admin_router(
+            AdminDeps(
+                settings=settings,
+                token=admin_token,
+                journal=api_journal,
+                relay=relay,
+                processors=supervisor,
+                transcripts=engines.transcripts,
+                rebuilders=_rebuilders(engines),
+            )
+        )
+    )
     server = _NodeServer(
         uvicorn.Config(app, host=settings.api_host, port=settings.api_port, log_level="info", lifespan="off")
     )
-    processors = [create_processor(name, settings, engines=engines) for name in processor_names()]
     entries_relay = EntriesOutboxRelay(pool, settings)
 
     components_stop = asyncio.Event()
@@ -144,7 +181,7 @@ async def _serve(
     components = [
         asyncio.create_task(relay.run(components_stop), name="relay"),
         asyncio.create_task(entries_relay.run(components_stop), name="memory-outbox-relay"),
-        asyncio.create_task(run_processors(processors, settings, components_stop), name="processors"),
+        asyncio.create_task(supervisor.run(components_stop), name="processors"),
         asyncio.create_task(
             run_daily(memory.service, utc_now, components_stop, at=settings.hygiene_at), name="hygiene"
         ),
@@ -170,6 +207,23 @@ async def _serve(
     errors = [r for r in results if isinstance(r, Exception)]
     if errors and not stop.is_set():
         raise errors[0]
+
+
+def _rebuilders(engines: Engines) -> dict[str, Rebuilder]:
+    """`memstream rebuild clickhouse|qdrant`, run over the node's engines (none until
+    `memstream.ops.rebuild` exists)."""
+    try:
+        rebuild = importlib.import_module("memstream.ops.rebuild")
+    except ModuleNotFoundError:
+        return {}
+
+    async def clickhouse(progress: ProgressCallback) -> object:
+        return await rebuild.rebuild_clickhouse(engines, progress=progress)
+
+    async def qdrant(progress: ProgressCallback) -> object:
+        return await rebuild.rebuild_qdrant(engines, progress=progress)
+
+    return {"clickhouse": clickhouse, "qdrant": qdrant}
 
 
 class _NodeServer(uvicorn.Server):

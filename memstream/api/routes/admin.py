@@ -1,0 +1,282 @@
+"""`/admin/v1`: operator commands run inside the node (it owns the journal, chdb and Qdrant Edge).
+
+Every route needs `Authorization: Bearer <admin token>` (`settings.admin_token`, else the token the
+node generated in `{data_dir}/admin.token`; see `memstream.ops.admin_token`). API keys do not work
+here, and the admin token does not work on `/v1`.
+
+Long operations answer `application/x-ndjson`: one JSON object per line, `{"progress": {...}}`
+(`memstream.ops.progress.Progress.as_json()`) as they go, then exactly one `{"result": {...}}` or
+`{"error": {"code", "message"}}` line. Input that is invalid from the start (unknown processor, a
+`from_seq` past the journal, a malformed `from`) is refused before streaming with the usual JSON
+error and status. If the client goes away, the operation is cancelled. One operation of each kind
+runs at a time (another answers 409).
+
+- `GET  /admin/v1/processors`: the node's processors, their consumer group, topics and state.
+- `GET  /admin/v1/processors/{name}/lag`: committed vs end offset per partition of its group.
+- `POST /admin/v1/replay`: reset a processor's group (`memstream.ops.replay_run`); NDJSON.
+- `POST /admin/v1/republish`: publish the journal again from a seq (`memstream.ops.republish`); NDJSON.
+- `GET  /admin/v1/verify`: journal vs ClickHouse projection counts (`memstream.ops.verify`); NDJSON.
+- `POST /admin/v1/rebuild/{clickhouse|qdrant}`: rebuild a projection and swap it in; NDJSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query
+from fastapi.responses import StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, Field
+
+from memstream.config import Settings
+from memstream.errors import Conflict, MemstreamError, NotFound, Unauthorized
+from memstream.journal.base import Journal
+from memstream.ops.progress import Progress, ProgressCallback
+from memstream.ops.replay import GroupOffsets, PartitionLag, total_lag
+from memstream.ops.replay_from import parse_replay_from
+from memstream.ops.replay_run import processor_status, run_replay
+from memstream.ops.republish import check_from_seq, republish
+from memstream.ops.verify import verify
+from memstream.relay import Relay
+from sinks.clickhouse.base import TranscriptStore
+from streams.runtime.supervisor import ProcessorSupervisor
+
+log = logging.getLogger("memstream.admin")
+
+Rebuilder = Callable[[ProgressCallback], Awaitable[Any]]
+"""Runs one rebuild with a progress callback and returns its report (a dataclass)."""
+
+_bearer = HTTPBearer(auto_error=False, scheme_name="AdminToken", description="The node's admin token.")
+
+
+@dataclass
+class AdminDeps:
+    """What the admin routes act on; built by the node (see `memstream.node`)."""
+
+    settings: Settings
+    token: str
+    journal: Journal
+    relay: Relay
+    processors: ProcessorSupervisor
+    transcripts: Callable[[], TranscriptStore]
+    rebuilders: Mapping[str, Rebuilder]
+    replay_idle_timeout_s: float = 30.0
+
+
+class ReplayRequest(BaseModel):
+    processor: str = Field(min_length=1, max_length=128)
+    from_: str = Field(
+        alias="from", min_length=1, max_length=4000, description="earliest | P:O,... | ISO time"
+    )
+    coordinate: bool = False
+    dry_run: bool = False
+
+
+class RepublishRequest(BaseModel):
+    from_seq: int = Field(description="first seq published again (inclusive; 0 or 1: the whole journal)")
+
+
+class ProcessorInfo(BaseModel):
+    name: str
+    group_id: str
+    source_topics: list[str]
+    state: str
+
+
+class LagInfo(BaseModel):
+    topic: str
+    partition: int
+    committed: int | None
+    end: int
+    lag: int
+
+
+class LagReport(BaseModel):
+    processor: str
+    group_id: str
+    total_lag: int
+    partitions: list[LagInfo]
+
+
+def plain(value: Any) -> Any:
+    """A dataclass report as JSON-ready data (datetimes as ISO strings; `ok`-like properties kept)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        data = {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        for name in ("ok",):
+            if isinstance(getattr(type(value), name, None), property):
+                data[name] = getattr(value, name)
+        return data
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+def _line(kind: str, body: Any) -> bytes:
+    return (json.dumps({kind: body}, default=str) + "\n").encode()
+
+
+async def ndjson(operation: Callable[[ProgressCallback], Awaitable[Any]]) -> AsyncIterator[bytes]:
+    """Run `operation`, yielding its progress lines, then its result or error line (module doc)."""
+    queue: asyncio.Queue[Progress] = asyncio.Queue()
+    task = asyncio.ensure_future(operation(queue.put_nowait))
+    try:
+        while not (task.done() and queue.empty()):
+            getter = asyncio.ensure_future(queue.get())
+            await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+            if getter.done():
+                yield _line("progress", getter.result().as_json())
+            else:
+                getter.cancel()
+        error = task.exception()
+        if error is None:
+            yield _line("result", plain(task.result()))
+        elif isinstance(error, MemstreamError):
+            yield _line("error", {"code": error.code, "message": error.message})
+        else:
+            log.error("admin operation failed", exc_info=error)
+            yield _line("error", {"code": "internal_error", "message": f"{type(error).__name__}: {error}"})
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+
+
+class _Exclusive:
+    """At most one operation of each kind at a time."""
+
+    def __init__(self) -> None:
+        self._busy: set[str] = set()
+
+    def stream(self, kind: str, operation: Callable[[ProgressCallback], Awaitable[Any]]) -> StreamingResponse:
+        if kind in self._busy:
+            raise Conflict(f"a {kind} is already running on this node: wait for it to finish")
+        self._busy.add(kind)
+
+        async def body() -> AsyncIterator[bytes]:
+            try:
+                async for line in ndjson(operation):
+                    yield line
+            finally:
+                self._busy.discard(kind)
+
+        return StreamingResponse(body(), media_type="application/x-ndjson")
+
+
+def admin_router(deps: AdminDeps) -> APIRouter:
+    async def authorized(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> None:
+        given = credentials.credentials if credentials is not None else ""
+        if not given or not secrets.compare_digest(given.encode(), deps.token.encode()):
+            raise Unauthorized(
+                "the admin API needs `Authorization: Bearer <admin token>` (settings.admin_token, or the "
+                f"token the node wrote to {deps.settings.admin_token_path})"
+            )
+
+    router = APIRouter(prefix="/admin/v1", tags=["admin"], dependencies=[Depends(authorized)])
+    exclusive = _Exclusive()
+
+    def offsets() -> GroupOffsets:
+        return GroupOffsets(deps.settings.broker_bootstrap)
+
+    @router.get("/processors", response_model=list[ProcessorInfo], summary="The node's processors")
+    async def processors() -> list[ProcessorInfo]:
+        out = []
+        for name in deps.processors.names():
+            status = deps.processors.status(name)
+            out.append(
+                ProcessorInfo(
+                    name=name,
+                    group_id=status.group_id,
+                    source_topics=list(status.source_topics),
+                    state=status.state,
+                )
+            )
+        return out
+
+    @router.get("/processors/{name}/lag", response_model=LagReport, summary="A processor's consumer lag")
+    async def lag(name: str) -> LagReport:
+        status = processor_status(deps.processors, name)
+        if not status.source_topics:
+            raise Conflict(f"processor {name} has not started yet in this node: retry in a few seconds")
+        lags: list[PartitionLag] = await asyncio.to_thread(
+            offsets().lag, status.group_id, list(status.source_topics)
+        )
+        return LagReport(
+            processor=name,
+            group_id=status.group_id,
+            total_lag=total_lag(lags),
+            partitions=[
+                LagInfo(topic=x.topic, partition=x.partition, committed=x.committed, end=x.end, lag=x.lag)
+                for x in lags
+            ],
+        )
+
+    @router.post("/replay", summary="Reset a processor's consumer group (NDJSON progress)")
+    async def replay(request: ReplayRequest) -> StreamingResponse:
+        start = parse_replay_from(request.from_)
+        processor_status(deps.processors, request.processor)
+
+        async def operation(progress: ProgressCallback) -> Any:
+            return await run_replay(
+                offsets(),
+                deps.processors,
+                request.processor,
+                start,
+                coordinate=request.coordinate,
+                dry_run=request.dry_run,
+                idle_timeout_s=deps.replay_idle_timeout_s,
+                progress=progress,
+            )
+
+        return exclusive.stream(f"replay of {request.processor}", operation)
+
+    @router.post("/republish", summary="Publish the journal again from a seq (NDJSON progress)")
+    async def republish_route(request: RepublishRequest) -> StreamingResponse:
+        check_from_seq(request.from_seq, await deps.journal.last_seq())
+
+        async def operation(progress: ProgressCallback) -> Any:
+            return await republish(deps.journal, deps.relay, request.from_seq, progress=progress)
+
+        return exclusive.stream("republish", operation)
+
+    @router.get("/verify", summary="Compare journal and ClickHouse projection counts (NDJSON progress)")
+    async def verify_route(
+        settle_s: Annotated[float, Query(ge=0, le=600, description="longest wait for lag to resolve")] = 10.0,
+    ) -> StreamingResponse:
+        async def operation(progress: ProgressCallback) -> Any:
+            store = deps.transcripts()
+            await store.ensure_schema()
+            return await verify(
+                deps.journal,
+                deps.relay,
+                store,
+                deps.settings.environment,
+                settle_s=settle_s,
+                progress=progress,
+            )
+
+        return exclusive.stream("verify", operation)
+
+    @router.post("/rebuild/{target}", summary="Rebuild a projection and swap it in (NDJSON progress)")
+    async def rebuild(target: Literal["clickhouse", "qdrant"]) -> StreamingResponse:
+        rebuilder = deps.rebuilders.get(target)
+        if rebuilder is None:
+            raise NotFound(f"no rebuild of {target!r} on this node (available: {', '.join(deps.rebuilders)})")
+        return exclusive.stream(f"rebuild of {target}", rebuilder)
+
+    return router

@@ -1,0 +1,236 @@
+"""`memstream verify`: per-thread message counts of the journal against the ClickHouse projection.
+
+Runs in the node (it owns the journal and the chdb data path). Steps:
+1. Snapshot the relay cursor C and the journal's last seq L, then count every message of the
+   node's environment with seq <= L per thread (`read_from_seq` in batches, with progress),
+   remembering which seqs were not yet published (> C).
+2. Read the projection's counts (`TranscriptStore.thread_counts(environment)`).
+3. Compare (`compare`, pure): per thread the projection must hold as many messages as the journal.
+   A shortfall that is covered by messages the relay had not yet published is *pending*, not a
+   defect (reported separately). A thread with more messages in the projection than the journal had
+   at L is re-counted in the journal (appends after the snapshot), as is a thread only the
+   projection has.
+4. While defects or pending messages remain, wait up to `settle_s` (re-reading the relay cursor
+   and the projection every `poll_s`): the projection processor may simply be behind.
+`VerifyReport.ok` is True when no defect remains (pending messages alone are not a defect).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from memstream.journal.base import Journal
+from memstream.journal.models import ThreadRef
+from memstream.ops.progress import Progress, ProgressCallback, no_progress
+from memstream.relay import Relay
+from sinks.clickhouse.base import ThreadCount, TranscriptStore
+
+ThreadKey = tuple[str, str]  # (account_id, thread_id)
+DiffKind = Literal["missing_thread", "fewer", "more", "unknown_thread"]
+
+
+@dataclass
+class JournalThread:
+    """One thread's journal side: messages counted, highest offset, seqs not yet published."""
+
+    messages: int = 0
+    max_offset: int = -1
+    unpublished: list[int] = field(default_factory=list)  # sorted seqs > the relay cursor snapshot
+
+    def published(self, cursor: int) -> int:
+        """Messages of this thread the relay had published when its cursor was `cursor`."""
+        return self.messages - (len(self.unpublished) - bisect.bisect_right(self.unpublished, cursor))
+
+
+@dataclass(frozen=True)
+class ThreadDiff:
+    account_id: str
+    thread_id: str
+    kind: DiffKind
+    journal: int
+    projection: int
+
+
+@dataclass(frozen=True)
+class Comparison:
+    differences: tuple[ThreadDiff, ...]
+    pending_threads: int
+    pending_messages: int
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    environment: str
+    journal_threads: int
+    journal_messages: int
+    projection_threads: int
+    projection_messages: int
+    pending_threads: int  # threads whose only shortfall is messages the relay has not published yet
+    pending_messages: int
+    differences: tuple[ThreadDiff, ...]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return not self.differences
+
+
+def compare(
+    journal: Mapping[ThreadKey, JournalThread], projection: Mapping[ThreadKey, ThreadCount], cursor: int
+) -> Comparison:
+    """Defects and pending messages per thread (module doc, step 3). Pure."""
+    diffs: list[ThreadDiff] = []
+    pending_threads = pending_messages = 0
+    for key in sorted(journal.keys() | projection.keys()):
+        j = journal.get(key)
+        p = projection.get(key)
+        have = p.messages if p is not None else 0
+        if j is None:
+            diffs.append(ThreadDiff(key[0], key[1], "unknown_thread", 0, have))
+            continue
+        if have == j.messages:
+            continue
+        if have > j.messages:
+            diffs.append(ThreadDiff(key[0], key[1], "more", j.messages, have))
+        elif have >= j.published(cursor):
+            pending_threads += 1
+            pending_messages += j.messages - have
+        else:
+            kind: DiffKind = "missing_thread" if p is None else "fewer"
+            diffs.append(ThreadDiff(key[0], key[1], kind, j.messages, have))
+    return Comparison(tuple(diffs), pending_threads, pending_messages)
+
+
+async def count_journal(
+    journal: Journal,
+    environment: str,
+    last_seq: int,
+    cursor: int,
+    *,
+    batch: int = 2000,
+    progress: ProgressCallback = no_progress,
+) -> dict[ThreadKey, JournalThread]:
+    """Per-thread counts of `environment`'s messages with seq <= `last_seq` (module doc, step 1)."""
+    threads: dict[ThreadKey, JournalThread] = {}
+    after = 0
+    started = time.monotonic()
+    while after < last_seq:
+        messages = await journal.read_from_seq(after, min(batch, last_seq - after))
+        if not messages:
+            break
+        for message in messages:
+            if message.seq > last_seq:
+                break
+            if message.environment != environment:
+                continue
+            thread = threads.setdefault((message.account_id, message.thread_id), JournalThread())
+            thread.messages += 1
+            thread.max_offset = max(thread.max_offset, message.offset)
+            if message.seq > cursor:
+                thread.unpublished.append(message.seq)
+        after = messages[-1].seq
+        elapsed = time.monotonic() - started
+        progress(
+            Progress(
+                "journal",
+                min(after, last_seq),
+                last_seq,
+                f"{len(threads)} threads",
+                {"messages_per_s": round(after / elapsed) if elapsed else 0},
+            )
+        )
+    return threads
+
+
+async def _recount(
+    journal: Journal,
+    environment: str,
+    threads: dict[ThreadKey, JournalThread],
+    projection: Mapping[ThreadKey, ThreadCount],
+) -> None:
+    """Add the journal's messages appended after the snapshot to threads the projection has more of."""
+    for key, count in projection.items():
+        thread = threads.get(key)
+        if thread is not None and count.messages <= thread.messages:
+            continue
+        ref = ThreadRef(environment=environment, account_id=key[0], thread_id=key[1])
+        thread = thread or JournalThread()
+        newer = await journal.after(ref, thread.max_offset, limit=100_000)
+        if newer:
+            threads[key] = thread
+            thread.messages += len(newer)
+            thread.max_offset = newer[-1].offset
+            thread.unpublished.extend(m.seq for m in newer)
+            thread.unpublished.sort()
+
+
+async def verify(
+    journal: Journal,
+    relay: Relay,
+    store: TranscriptStore,
+    environment: str,
+    *,
+    settle_s: float = 10.0,
+    poll_s: float = 1.0,
+    progress: ProgressCallback = no_progress,
+) -> VerifyReport:
+    """See the module doc."""
+    started = time.monotonic()
+    cursor = await relay.cursor()
+    last = await journal.last_seq()
+    threads = await count_journal(journal, environment, last, cursor, progress=progress)
+    deadline = time.monotonic() + settle_s
+    while True:
+        projection = {(c.account_id, c.thread_id): c for c in await store.thread_counts(environment)}
+        progress(Progress("projection", len(projection), len(projection), f"{len(projection)} threads"))
+        await _recount(journal, environment, threads, projection)
+        result = compare(threads, projection, await relay.cursor())
+        settled = not result.differences and not result.pending_messages
+        remaining = deadline - time.monotonic()
+        if settled or remaining <= 0:
+            break
+        progress(
+            Progress(
+                "settle",
+                round(settle_s - remaining),
+                round(settle_s),
+                f"{len(result.differences)} thread(s) differ, {result.pending_messages} message(s) not yet "
+                "published: waiting for the relay and the projection to catch up",
+            )
+        )
+        await asyncio.sleep(min(poll_s, remaining))
+    return VerifyReport(
+        environment=environment,
+        journal_threads=len(threads),
+        journal_messages=sum(t.messages for t in threads.values()),
+        projection_threads=len(projection),
+        projection_messages=sum(c.messages for c in projection.values()),
+        pending_threads=result.pending_threads,
+        pending_messages=result.pending_messages,
+        differences=result.differences,
+        seconds=round(time.monotonic() - started, 3),
+    )
+
+
+def render_differences(differences: Sequence[ThreadDiff], limit: int = 50) -> list[str]:
+    """Readable lines, one per differing thread (at most `limit`, then a count of the rest)."""
+    lines = []
+    for diff in differences[:limit]:
+        what = {
+            "missing_thread": "missing from the projection",
+            "fewer": "fewer messages in the projection",
+            "more": "more messages in the projection than in the journal",
+            "unknown_thread": "in the projection only (not in the journal)",
+        }[diff.kind]
+        lines.append(
+            f"  {diff.account_id}/{diff.thread_id}: {what} "
+            f"(journal {diff.journal}, projection {diff.projection})"
+        )
+    if len(differences) > limit:
+        lines.append(f"  ... and {len(differences) - limit} more")
+    return lines

@@ -1,0 +1,139 @@
+"""Operator commands end to end: the `memstream` CLI against a real node process (its admin API)
+on the embedded test servers: republish, verify, replay (refused while active, --coordinate)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner, Result
+
+from memstream.cli import main
+from memstream.config import Settings
+from memstream.embedded.bootstrap import create_key
+from memstream.embedded.process import free_port
+from tests.memstream.node_process import node_env, node_process
+
+
+@dataclass
+class Node:
+    api: httpx.Client  # /v1 with an API key
+    url: str
+    env: dict[str, str]
+    log: Path
+
+    def cli(self, *args: str) -> Result:
+        return CliRunner().invoke(main, list(args), env=self.env, catch_exceptions=False)
+
+
+@pytest.fixture
+def node(settings: Settings, tmp_path: Path) -> Iterator[Node]:
+    port = free_port()
+    key = asyncio.run(create_key(settings, "acme"))
+    env = node_env(settings, port)
+    log = tmp_path / "node.log"
+    process = node_process(env, log)
+    process.start(timeout=120)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30) as api:
+            yield Node(api=api, url=url, env=env, log=log)
+    finally:
+        process.stop()
+
+
+def append(node: Node, thread: str, count: int) -> None:
+    messages = [
+        {"message_id": f"{thread}-{i}", "role": "user" if i % 2 == 0 else "assistant", "content": f"m {i}"}
+        for i in range(count)
+    ]
+    response = node.api.post(f"/v1/threads/{thread}/messages", json={"agent_id": "bot", "messages": messages})
+    assert response.status_code == 201, response.text
+
+
+def states(node: Node, token: str) -> dict[str, str]:
+    response = httpx.get(f"{node.url}/admin/v1/processors", headers={"Authorization": f"Bearer {token}"})
+    assert response.status_code == 200, response.text
+    return {p["name"]: p["state"] for p in response.json()}
+
+
+def wait_running(node: Node, token: str) -> None:
+    deadline = time.monotonic() + 60
+    while set(states(node, token).values()) != {"running"}:
+        assert time.monotonic() < deadline, states(node, token)
+        time.sleep(0.2)
+
+
+def test_operator_commands_against_a_running_node(node: Node, settings: Settings) -> None:
+    # the admin API takes the admin token only
+    assert httpx.get(f"{node.url}/admin/v1/processors").status_code == 401
+    assert node.api.get("/admin/v1/processors").status_code == 401
+    token = (settings.data_path / "admin.token").read_text().strip()
+    wait_running(node, token)
+
+    for thread, count in (("t-1", 12), ("t-2", 7), ("t-3", 11)):
+        append(node, thread, count)
+
+    # verify waits for the projection to catch up, then matches
+    result = node.cli("verify", "--wait", "60")
+    assert result.exit_code == 0, result.output
+    assert "journal: 30 messages in 3 threads; projection: 30 messages in 3 threads" in result.output
+    assert "the projection matches the journal" in result.output
+
+    # republish: validated against the journal, then publishes seq 10..30 again; still no duplicates
+    result = node.cli("republish", "--from-seq", "31")
+    assert result.exit_code == 1
+    assert "past the journal's last seq 30" in result.output
+    result = node.cli("republish", "--from-seq", "10")
+    assert result.exit_code == 0, result.output
+    assert "republished 21 message(s), seq 10..30" in result.output
+    assert node.cli("verify", "--wait", "30").exit_code == 0
+
+    # replay: unknown processor lists the names; refused while the node runs it
+    result = node.cli("replay", "nope", "--from", "earliest", "--yes")
+    assert result.exit_code == 1
+    assert "clickhouse-projection" in result.output and "thresholds" in result.output
+    result = node.cli("replay", "clickhouse-projection", "--from", "earliest", "--yes", "--no-follow")
+    assert result.exit_code == 1
+    assert "this node runs processor clickhouse-projection" in result.output
+    assert "--coordinate" in result.output
+    result = node.cli("replay", "clickhouse-projection", "--from", "2026-01-01T00:00:00Z", "--yes")
+    assert result.exit_code == 1
+    assert "timestamp lookups" in result.output
+
+    # --coordinate: paused, reset to the start, resumed, and it catches up again
+    started = time.monotonic()
+    result = node.cli("replay", "clickhouse-projection", "--from", "earliest", "--coordinate", "--yes")
+    assert result.exit_code == 0, result.output
+    assert "committed 30 -> 0" in result.output.replace("\n", " ") or "-> 0" in result.output
+    assert "the node paused and resumed it" in result.output
+    assert "processor clickhouse-projection caught up" in result.output
+    assert time.monotonic() - started < 60
+    assert states(node, token)["clickhouse-projection"] == "running"
+    append(node, "t-4", 3)  # the resumed processor keeps projecting new appends
+    result = node.cli("verify", "--wait", "30")
+    assert result.exit_code == 0, result.output
+    assert "33 messages in 4 threads" in result.output
+
+
+def test_commands_say_when_no_node_answers(settings: Settings, tmp_path: Path) -> None:
+    env = node_env(settings, free_port())
+    (settings.data_path).mkdir(parents=True, exist_ok=True)
+    (settings.data_path / "admin.token").write_text("t0ken\n")
+    runner = CliRunner()
+    for args in (["verify"], ["republish", "--from-seq", "0"], ["rebuild", "clickhouse"]):
+        result = runner.invoke(main, args, env=env)
+        assert result.exit_code == 3, result.output
+        assert "no memstream node answers" in result.output
+        assert "memstream up" in result.output
+
+
+def test_commands_say_when_there_is_no_admin_token(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["verify"], env={"MEMSTREAM_DATA_DIR": str(tmp_path)})
+    assert result.exit_code == 1
+    assert "no admin token" in result.output
