@@ -1,0 +1,105 @@
+"""`verify` over a real SlateJournal and the real ClickHouse transcript store (chdb): defects,
+relay-pending messages apart, and waiting for a projection that catches up."""
+
+from __future__ import annotations
+
+import asyncio
+
+from memstream.config import Settings
+from memstream.journal.models import Message, NewMessage, ThreadRef
+from memstream.journal.store import SlateJournal
+from memstream.ops.progress import Progress
+from memstream.ops.verify import ThreadDiff, verify
+from memstream.relay import DEFAULT_CURSOR, Relay
+from processors.clickhouse_projection import row_of
+from sinks.clickhouse.store import ClickHouseTranscriptStore
+
+
+async def append(
+    journal: SlateJournal, thread: str, count: int, account: str = "acme", start: int = 0
+) -> list[Message]:
+    ref = ThreadRef(environment="test", account_id=account, thread_id=thread)
+    ids = range(start, start + count)
+    news = [NewMessage(message_id=f"{thread}-{i}", role="user", content=f"hello {i}") for i in ids]
+    return await journal.append(ref, "bot", None, news)
+
+
+async def test_reports_defects_and_pending_messages_apart(
+    journal: SlateJournal, transcript_store: ClickHouseTranscriptStore, settings: Settings
+) -> None:
+    full = await append(journal, "full", 3)  # seq 1-3
+    short = await append(journal, "short", 4)  # seq 4-7
+    await append(journal, "missing", 1)  # seq 8
+    other_account = await append(journal, "full", 2, account="globex")  # seq 9-10
+    late = await append(journal, "late", 3)  # seq 11-13: 12 and 13 not yet published
+    await journal.set_cursor(DEFAULT_CURSOR, 11)
+    ghost = await append(journal, "ghost", 1)  # seq 14, never projected... but see below
+    await transcript_store.insert(
+        [row_of(m) for m in [*full, *short[:2], *other_account, *late[:1]]]
+        + [row_of(m.model_copy(update={"thread_id": "phantom"})) for m in ghost]
+    )
+    seen: list[Progress] = []
+    report = await verify(
+        journal, Relay(journal, settings), transcript_store, "test", settle_s=0, progress=seen.append
+    )
+    assert not report.ok
+    assert set(report.differences) == {
+        ThreadDiff("acme", "short", "fewer", 4, 2),
+        ThreadDiff("acme", "missing", "missing_thread", 1, 0),
+        ThreadDiff("acme", "phantom", "unknown_thread", 0, 1),
+    }
+    # late: 12 and 13 unpublished; ghost: seq 14 unpublished
+    assert (report.pending_threads, report.pending_messages) == (2, 3)
+    assert (report.journal_threads, report.journal_messages) == (6, 14)
+    assert report.projection_messages == 3 + 2 + 2 + 1 + 1
+    assert seen[0].phase == "journal" and seen[-1].phase == "projection"
+    assert any(p.phase == "journal" and p.done == p.total == 14 for p in seen)
+
+
+async def test_waits_for_a_projection_that_catches_up(
+    journal: SlateJournal, transcript_store: ClickHouseTranscriptStore, settings: Settings
+) -> None:
+    messages = await append(journal, "t", 5) + await append(journal, "u", 2)
+    await journal.set_cursor(DEFAULT_CURSOR, 7)
+    await transcript_store.insert([row_of(m) for m in messages[:3]])
+
+    async def catch_up() -> None:
+        await asyncio.sleep(1.0)
+        await transcript_store.insert([row_of(m) for m in messages[3:]])
+
+    task = asyncio.create_task(catch_up())
+    seen: list[Progress] = []
+    report = await verify(
+        journal,
+        Relay(journal, settings),
+        transcript_store,
+        "test",
+        settle_s=20,
+        poll_s=0.2,
+        progress=seen.append,
+    )
+    await task
+    assert report.ok, report.differences
+    assert (report.journal_messages, report.projection_messages, report.pending_messages) == (7, 7, 0)
+    assert any(p.phase == "settle" for p in seen)
+
+
+async def test_appends_after_the_snapshot_are_not_reported_as_extra(
+    journal: SlateJournal, transcript_store: ClickHouseTranscriptStore, settings: Settings
+) -> None:
+    first = await append(journal, "t", 2)
+    await journal.set_cursor(DEFAULT_CURSOR, 2)
+
+    class GrowingStore:
+        """The projection already holds a message appended while the journal was being counted."""
+
+        async def thread_counts(self, environment: str):  # type: ignore[no-untyped-def]
+            later = await append(journal, "t", 1, start=2) if not grown else []
+            grown.append(True)
+            await transcript_store.insert([row_of(m) for m in [*first, *later]])
+            return await transcript_store.thread_counts(environment)
+
+    grown: list[bool] = []
+    report = await verify(journal, Relay(journal, settings), GrowingStore(), "test", settle_s=0)  # type: ignore[arg-type]
+    assert report.ok, report.differences
+    assert report.journal_messages == 3
