@@ -13,7 +13,7 @@ def test_valid(from_seq: int, last_seq: int) -> None:
     ("from_seq", "last_seq", "says"),
     [
         (-1, 5, "must be >= 0"),
-        (6, 5, "past the journal's last seq 5; use 0..5"),
+        (6, 5, "past the journal's last seq 5: nothing to republish; use 0..5"),
         (1, 0, "(the journal is empty)"),
     ],
 )
