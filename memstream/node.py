@@ -38,7 +38,9 @@ from memstream.memory.outbox import EntriesOutboxRelay
 from memstream.ops.admin_token import ensure_admin_token
 from memstream.ops.progress import ProgressCallback
 from memstream.relay import JOURNAL_TOPIC, Relay
+from memstream.transcripts.tools import JournalTools
 from processors.registry import create_processor, processor_names
+from sinks.clickhouse.base import TranscriptUnavailable
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
 from sinks.redis.summary_cache import RedisSummaryCache
@@ -148,9 +150,17 @@ async def _serve(
     engines = Engines(settings, journal=journal, pool=pool)
     memory = MemoryDeps.build(pool, engines.embedder(), engines.sparse(), engines.index())
     summary_cache = RedisSummaryCache.from_settings(settings)  # Redis: embedded or configured
-    # The journal tools (transcript search) for /v1 are wired here: build them over
-    # engines.transcripts() and pass them to build_api_deps(..., transcripts=...).
-    app = create_app(build_api_deps(settings, api_journal, pool, memory=memory, summary_cache=summary_cache))
+    transcripts = engines.transcripts()
+    try:
+        await transcripts.ensure_schema()
+    except TranscriptUnavailable as exc:  # a server DSN that is down: the projection creates it later
+        log.warning("ClickHouse is not reachable yet (%s): transcript search answers 503 until it is", exc)
+    journal_tools = JournalTools.build(transcripts, engines.chat_model())
+    app = create_app(
+        build_api_deps(
+            settings, api_journal, pool, memory=memory, summary_cache=summary_cache, transcripts=journal_tools
+        )
+    )
     supervisor = ProcessorSupervisor(
         {
             name: functools.partial(create_processor, name, settings, engines=engines)

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
+
 from memstream.config import Settings
-from memstream.embedded.process import ManagedProcess
+from memstream.embedded.bootstrap import create_key
+from memstream.embedded.process import ManagedProcess, free_port
 from memstream.embedded.supervisor import http_ok
 
 
@@ -35,3 +42,30 @@ def node_process(env: dict[str, str], log: Path) -> ManagedProcess:
         ready=lambda: http_ok(f"http://127.0.0.1:{port}/healthz"),
         env=env,
     )
+
+
+@dataclass
+class RunningNode:
+    """A started node: `api` is an HTTP client on /v1 with an API key of `account`."""
+
+    api: httpx.Client
+    url: str
+    env: dict[str, str]
+    log: Path
+
+
+@contextlib.contextmanager
+def running_node(settings: Settings, tmp_path: Path, *, account: str = "acme") -> Iterator[RunningNode]:
+    """Start a node on `settings` (its own API port, log in `tmp_path`), stop it on exit."""
+    port = free_port()
+    key = asyncio.run(create_key(settings, account))
+    env = node_env(settings, port)
+    log = tmp_path / "node.log"
+    process = node_process(env, log)
+    process.start(timeout=120)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30) as api:
+            yield RunningNode(api=api, url=url, env=env, log=log)
+    finally:
+        process.stop()

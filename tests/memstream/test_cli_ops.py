@@ -3,10 +3,8 @@ on the embedded test servers: republish, verify, replay (refused while active, -
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -15,36 +13,19 @@ from click.testing import CliRunner, Result
 
 from memstream.cli import main
 from memstream.config import Settings
-from memstream.embedded.bootstrap import create_key
 from memstream.embedded.process import free_port
-from tests.memstream.node_process import node_env, node_process
+from tests.memstream.node_process import RunningNode, node_env, running_node
 
 
-@dataclass
-class Node:
-    api: httpx.Client  # /v1 with an API key
-    url: str
-    env: dict[str, str]
-    log: Path
-
+class Node(RunningNode):
     def cli(self, *args: str) -> Result:
         return CliRunner().invoke(main, list(args), env=self.env, catch_exceptions=False)
 
 
 @pytest.fixture
 def node(settings: Settings, tmp_path: Path) -> Iterator[Node]:
-    port = free_port()
-    key = asyncio.run(create_key(settings, "acme"))
-    env = node_env(settings, port)
-    log = tmp_path / "node.log"
-    process = node_process(env, log)
-    process.start(timeout=120)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30) as api:
-            yield Node(api=api, url=url, env=env, log=log)
-    finally:
-        process.stop()
+    with running_node(settings, tmp_path) as running:
+        yield Node(api=running.api, url=running.url, env=running.env, log=running.log)
 
 
 def append(node: Node, thread: str, count: int) -> None:

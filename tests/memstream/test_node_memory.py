@@ -3,7 +3,6 @@ qdrant-projection -> Qdrant Edge -> hybrid recall, and pinning into the context.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,24 +12,16 @@ import httpx
 import pytest
 
 from memstream.config import Settings
-from memstream.embedded.bootstrap import create_key
-from memstream.embedded.process import free_port
-from tests.memstream.node_process import node_env, node_process
+from tests.memstream.node_process import running_node
 
 
 @pytest.fixture
 def node_api(settings: Settings, tmp_path: Path) -> Iterator[httpx.Client]:
-    port = free_port()
-    key = asyncio.run(create_key(settings, "acme"))
-    node = node_process(node_env(settings, port), tmp_path / "node.log")
-    node.start(timeout=120)
-    try:
-        with httpx.Client(
-            base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {key}"}, timeout=30
-        ) as client:
-            yield client
-    finally:
-        node.stop()
+    with running_node(settings, tmp_path) as node:
+        yield node.api
+
+
+MEMORY_TOOLS = ["memory_forget", "memory_recall", "memory_store"]
 
 
 def _tool(client: httpx.Client, name: str, arguments: dict[str, Any], **extra: str) -> dict[str, Any]:
@@ -44,7 +35,8 @@ def test_stored_memory_is_recalled_through_the_index_and_pinned(node_api: httpx.
     client = node_api
     assert client.put("/v1/agents/bot", json={"capabilities": ["memory"]}).status_code == 200
     tools = client.get("/v1/agents/bot/tools").json()["tools"]
-    assert sorted(t["function"]["name"] for t in tools) == ["memory_forget", "memory_recall", "memory_store"]
+    names = sorted(t["function"]["name"] for t in tools)  # the journal tools are offered without Memory too
+    assert names == ["journal_message_search", "journal_tool_call_view", *MEMORY_TOOLS]
 
     stored = _tool(
         client,

@@ -5,7 +5,6 @@ summary, then the 20-message window."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,24 +14,13 @@ import httpx
 import pytest
 
 from memstream.config import Settings
-from memstream.embedded.bootstrap import create_key
-from memstream.embedded.process import free_port
-from tests.memstream.node_process import node_env, node_process
+from tests.memstream.node_process import running_node
 
 
 @pytest.fixture
 def client(settings: Settings, tmp_path: Path) -> Iterator[httpx.Client]:
-    port = free_port()
-    key = asyncio.run(create_key(settings, "acme"))
-    node = node_process(node_env(settings, port), tmp_path / "node.log")
-    node.start(timeout=120)
-    try:
-        with httpx.Client(
-            base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {key}"}, timeout=30
-        ) as http:
-            yield http
-    finally:
-        node.stop()
+    with running_node(settings, tmp_path) as node:
+        yield node.api
 
 
 def _append(client: httpx.Client, thread: str, user: str, n: int, first: str) -> None:
