@@ -31,7 +31,7 @@ import asyncio
 import re
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from memstream.embeddings.base import SparseVector
 from memstream.errors import Conflict
@@ -134,6 +134,7 @@ async def routed_write(
                 await apply(generation, keep)
 
 
+@runtime_checkable
 class RebuildableIndex(Protocol):
     """A `VectorIndex` whose collections can be rebuilt into a fresh generation (module doc)."""
 

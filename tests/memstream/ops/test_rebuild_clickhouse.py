@@ -1,0 +1,223 @@
+"""`rebuild_clickhouse` on the real engines: SlateDB journal, its relay, the Tansu broker and chdb.
+
+The live projection is stood in for by a task that does exactly what the processor's batch does
+(read `journal.messages`, `clickhouse_projection.rows`, `store.insert`) without a consumer group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from memstream.config import Settings
+from memstream.engines import Engines
+from memstream.journal import NewMessage, SlateJournal, ThreadRef
+from memstream.journal.models import ToolCall
+from memstream.ops.progress import Progress
+from memstream.ops.rebuild import RebuildFailed, TopicReader, rebuild_clickhouse
+from memstream.relay import DEFAULT_CURSOR, JOURNAL_TOPIC, Relay
+from processors import clickhouse_projection
+from sinks.clickhouse.base import TranscriptStore
+from sinks.clickhouse.schema import COLUMNS
+from streams.admin import apply_topics
+from streams.topics import load_topics
+
+
+@pytest.fixture
+def ch_settings(transcript_settings: Settings) -> Settings:
+    apply_topics(transcript_settings, load_topics())
+    return transcript_settings
+
+
+@pytest.fixture
+async def engines(ch_settings: Settings, journal: SlateJournal) -> AsyncIterator[Engines]:
+    built = Engines(ch_settings, journal=journal)
+    await built.transcripts().ensure_schema()
+    try:
+        yield built
+    finally:
+        await built.close()
+
+
+async def append(journal: SlateJournal, rounds: int, *, threads: int = 5, tag: str = "") -> None:
+    """`rounds` x `threads` exchanges: user, assistant with a tool call, tool result, answer."""
+    for r in range(rounds):
+        for t in range(threads):
+            ref = ThreadRef(environment="test", account_id=f"acct-{t % 2}", thread_id=f"th-{t}")
+            call_id = f"call-{tag}{r}-{t}"
+            await journal.append(
+                ref,
+                "bot",
+                f"user-{t % 3}",
+                [
+                    NewMessage(role="user", content=f"{tag} question {r} about topic {t}"),
+                    NewMessage(
+                        role="assistant",
+                        reasoning="thinking",
+                        tool_call=ToolCall(id=call_id, name="lookup", arguments='{"q": 1}'),
+                    ),
+                    NewMessage(role="tool", tool_call=ToolCall(id=call_id, result="x" * (50 + r))),
+                    NewMessage(role="assistant", content=f"answer {r} to {t}"),
+                ],
+            )
+
+
+class LiveProjection:
+    """The live processor's effect: every record of journal.messages inserted into the live table."""
+
+    def __init__(self, settings: Settings, store: TranscriptStore) -> None:
+        self.reader = TopicReader(settings, JOURNAL_TOPIC)
+        self.store = store
+        self.stop = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> LiveProjection:
+        await self.reader.open()
+        self.task = asyncio.create_task(self._run())
+        return self
+
+    async def _run(self) -> None:
+        while not self.stop.is_set():
+            batch = await self.reader.read(500, 0.1)
+            if batch:
+                await self.store.insert(clickhouse_projection.rows(batch))
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stop.set()
+        assert self.task is not None
+        await self.task
+        await self.reader.close()
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not await check():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.1)
+
+
+def live_rows(chdb_client: Any, database: str, table: str = "messages") -> list[tuple[Any, ...]]:
+    columns = ", ".join(f"`{c}`" for c in COLUMNS)
+    order = "environment, account_id, thread_id, offset"
+    sql = f"SELECT {columns} FROM {database}.{table} FINAL ORDER BY {order}"
+    return list(chdb_client.query(sql).result_rows)
+
+
+def tables(chdb_client: Any, database: str) -> set[str]:
+    rows = chdb_client.query(f"SELECT name FROM system.tables WHERE database = '{database}'").result_rows
+    return {r[0] for r in rows}
+
+
+async def test_rebuild_produces_an_identical_projection(
+    engines: Engines, journal: SlateJournal, chdb_client: Any, clickhouse_database: str
+) -> None:
+    store = engines.transcripts()
+    await append(journal, rounds=20)  # 400 messages
+    relay = Relay(journal, engines.settings)
+    while await relay.run_once():
+        pass
+    async with LiveProjection(engines.settings, store):
+        await eventually(lambda: _count_is(store, 400))
+    before = live_rows(chdb_client, clickhouse_database)
+    assert len(before) == 400
+
+    seen: list[Progress] = []
+    report = await rebuild_clickhouse(engines, progress=seen.append, batch_size=150)
+
+    assert live_rows(chdb_client, clickhouse_database) == before
+    assert (report.target, report.rows) == ("clickhouse", 400)
+    assert report.details["target_seq"] == 400 and report.details["inserted"] >= 400
+    assert report.details["invalid"] == 0
+    assert tables(chdb_client, clickhouse_database) == {"messages", "messages_dedup"}
+    reads = [p for p in seen if p.phase == "read"]
+    assert reads and all(p.total == 400 for p in reads)
+    assert reads[-1].done == 400 and all(0 <= p.done <= 400 for p in reads)
+    assert [p.phase for p in seen][-1] == "done" and seen[-1].done == 400
+    assert {"swap"} <= {p.phase for p in seen}
+    await relay.close()
+
+
+async def _count_is(store: TranscriptStore, n: int) -> bool:
+    return await store.row_count() == n
+
+
+async def test_rebuild_while_the_live_projection_keeps_writing_loses_nothing(
+    engines: Engines, journal: SlateJournal, chdb_client: Any, clickhouse_database: str
+) -> None:
+    store = engines.transcripts()
+    await append(journal, rounds=30)  # 600 messages before the rebuild
+    relay = Relay(journal, engines.settings)
+    stop = asyncio.Event()
+    relaying = asyncio.create_task(relay.run(stop))
+    async with LiveProjection(engines.settings, store):
+        appending = asyncio.create_task(_keep_appending(journal, stop))
+        seen: list[Progress] = []
+        report = await rebuild_clickhouse(engines, progress=seen.append, batch_size=100)
+        await asyncio.sleep(0.5)  # a few appends after the swap, too
+        stop.set()
+        await appending
+        await relaying
+        while await relay.run_once():
+            pass
+        total = await journal.last_seq()
+        assert total > 600
+        await eventually(lambda: _count_is(store, total))
+    assert report.details["target_seq"] >= 600
+    # appends landed between the rebuild's read and the swap: the catch-up covered them
+    assert report.details["target_seq_after_swap"] > report.details["target_seq"]
+    rows = live_rows(chdb_client, clickhouse_database)
+    assert sorted(r[COLUMNS.index("seq")] for r in rows) == list(range(1, total + 1))
+    assert tables(chdb_client, clickhouse_database) == {"messages", "messages_dedup"}
+    await relay.close()
+
+
+async def _keep_appending(journal: SlateJournal, stop: asyncio.Event) -> None:
+    n = 0
+    while not stop.is_set():
+        await append(journal, rounds=1, threads=3, tag=f"late{n}-")
+        n += 1
+        await asyncio.sleep(0.02)
+
+
+async def test_a_topic_missing_seqs_fails_and_leaves_the_live_table_untouched(
+    engines: Engines, journal: SlateJournal, chdb_client: Any, clickhouse_database: str
+) -> None:
+    store = engines.transcripts()
+    await append(journal, rounds=5)  # 100 messages, published
+    relay = Relay(journal, engines.settings)
+    while await relay.run_once():
+        pass
+    async with LiveProjection(engines.settings, store):
+        await eventually(lambda: _count_is(store, 100))
+    before = live_rows(chdb_client, clickhouse_database)
+    await append(journal, rounds=1)  # 20 more, never published...
+    await journal.set_cursor(DEFAULT_CURSOR, 120)  # ...though the relay's cursor says they were
+
+    seen: list[Progress] = []
+    with pytest.raises(RebuildFailed, match=r"lacks seq 101 .*memstream republish --from-seq 101"):
+        await rebuild_clickhouse(engines, progress=seen.append, idle_timeout_s=1.5)
+    assert live_rows(chdb_client, clickhouse_database) == before
+    assert tables(chdb_client, clickhouse_database) == {"messages", "messages_dedup"}
+    assert max(p.done for p in seen if p.phase == "read") == 100
+
+    # the relay is behind: the error says so
+    await journal.set_cursor(DEFAULT_CURSOR, 100)
+    with pytest.raises(RebuildFailed, match="relay has published the journal up to seq 100 of 120"):
+        await rebuild_clickhouse(engines, progress=seen.append, idle_timeout_s=1.5)
+    assert live_rows(chdb_client, clickhouse_database) == before
+
+    # once republished, the rebuild completes
+    while await relay.run_once():
+        pass
+    report = await rebuild_clickhouse(engines, progress=seen.append)
+    assert report.rows == 120
+    await relay.close()
+
+
+async def test_needs_the_nodes_journal(ch_settings: Settings) -> None:
+    with pytest.raises(RebuildFailed, match="needs the node's journal"):
+        await rebuild_clickhouse(Engines(ch_settings), progress=lambda _: None)
