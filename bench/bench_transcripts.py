@@ -1,7 +1,7 @@
 """Benchmark of the transcript projection: search over N messages, projection throughput and lag,
 replay rate (prints figures).
 
-    .venv/bin/python bench/bench_transcripts.py                       # 1,000,000 messages (~10 min)
+    .venv/bin/python bench/bench_transcripts.py                       # 1,000,000 messages (~4 min)
     .venv/bin/python bench/bench_transcripts.py --messages 100000     # quick run (< 2 min)
     .venv/bin/python bench/bench_transcripts.py --skip-projection     # search only
 
@@ -23,7 +23,8 @@ user and assistant turns plus a system prompt per thread and tool call/result ro
    users, and `current_thread` (one random thread). Queries are 1-3 words, cycling through three
    kinds: one common word (rank < 100), one rare word (rank >= 1,000), and 2-3 words mixing
    common, middle (rank 100-1,000) and rare. Figures: p50/p90/p99/max per scope, plus p50/p99 per
-   query kind, and the mean number of hits.
+   query kind, and the mean number of hits. Then again after `OPTIMIZE TABLE ... FINAL` (one part
+   per month; skip with `--no-optimize`): the per-query cost grows with the number of parts.
 2. Projection, through the real `clickhouse-projection` processor (`ClickHouseProjection`, its own
    batching of 4,000 records / 250 ms) under `run_processors` (node's default runtime options) and
    a real broker. Backlog: `--backlog` journal records (`streams.events.encode_message` of
@@ -31,10 +32,11 @@ user and assistant turns plus a system prompt per thread and tool call/result ro
    with the relay's producer settings; then the processor starts on a fresh group: rows/s from
    its first batch to the moment it has processed all N (every `process()` returns after the
    insert), and from its start (group join included); the store's `row_count()` must be N.
-   Live, with the processor still running: `--rate` messages/s for `--live-seconds` (open loop,
-   produced every 10 ms in equal slices; threads interleaved, each in offset order; environment
-   `live`). Every `--poll-ms` a query reads the `seq`s visible in ClickHouse (`environment =
-   'live' AND seq > lowest-not-yet-seen`); a message's latency = the start of the first poll
+   Live, with the processor still running: one phase per rate of `--rates` (default 1,000 then
+   3,000 messages/s), `--live-seconds` each (open loop, produced every 10 ms in equal slices;
+   threads interleaved, each in offset order; environment `live<rate>`). Every `--poll-ms` a query
+   reads the `seq`s visible in ClickHouse (`environment = 'live<rate>' AND seq >
+   lowest-not-yet-seen`); a message's latency = the start of the first poll
    that saw it (taken on the chdb thread, so never before the insert it waits behind) - the time
    its `produce()` was called. So latency includes the broker, faust's fetch, the batch window and
    the insert, and is up to one poll interval late. Lag = produced - visible, sampled at every
@@ -44,9 +46,9 @@ user and assistant turns plus a system prompt per thread and tool call/result ro
    group (`--replay-by new-group`, the default), which starts at the earliest offset. The other
    way, `--replay-by reset`, resets the processor's own group to offset 0 on every partition with
    AdminClient `alter_consumer_group_offsets`, checks it with `list_consumer_group_offsets` and
-   restarts the processor on that group; Tansu refuses it (UNKNOWN_MEMBER_ID, still after 60 s:
-   the stopped faust member never leaves the group there), so it is for a Kafka broker. Either
-   way the instance starts with nothing but the store. Replay rate = records / time from its first batch until
+   restarts the processor on that group; here Tansu refuses it (UNKNOWN_MEMBER_ID, still after
+   60 s: the member of the stopped `run_processors` app never left the group). Either way the new
+   instance starts with nothing but the store. Replay rate = records / time from its first batch until
    it has processed the whole topic (backlog + live: the count is known here, never taken from
    Tansu's high watermark); then `row_count()` must still equal backlog + live (idempotence),
    while the raw `count()` shows the copies not merged away yet.
@@ -96,7 +98,7 @@ from streams.runtime.processor import Record, group_id
 from streams.topics import TopicRegistry, load_topics
 
 ENVIRONMENT = "bench"
-LIVE_ENVIRONMENT = "live"
+LIVE_ENVIRONMENT = "live"  # + the rate: one environment per live phase
 SEARCH_DATABASE = "bench_search"
 PROJECTION_DATABASE = "bench_projection"
 SOURCE = "journal.messages"
@@ -317,7 +319,8 @@ async def search_part(dsn: str, corpus: Corpus, args: argparse.Namespace) -> Non
         print(
             f"  merges settled after {waited:.0f} s: {size['parts']} active parts, {size['rows']:,} rows; "
             f"on disk {mib(size['on_disk'])} (columns compressed {mib(size['compressed'])} from "
-            f"{mib(size['uncompressed'])}; indexes: {index}); whole chdb directory {mib(du)}",
+            f"{mib(size['uncompressed'])}; indexes: {index}); chdb directory {mib(du)} (with merged-away "
+            "parts not removed yet)",
             flush=True,
         )
         agents = sorted(pop.agent_messages)
@@ -348,14 +351,26 @@ async def search_part(dsn: str, corpus: Corpus, args: argparse.Namespace) -> Non
             return TranscriptScope(ENVIRONMENT, account, agent, user), thread
 
         queries = make_queries(corpus, random.Random(args.seed + 2), args.queries)
-        for i, (label, pick) in enumerate(
-            [
-                ("all_threads, random agent", random_agent),
-                (f"all_threads, largest agent ({pop.agent_messages[largest]:,} msgs)", largest_agent),
-                ("all_threads, random agent + user", agent_user),
-                ("current_thread, random thread", one_thread),
-            ]
-        ):
+        scopes: list[tuple[str, ScopePick]] = [
+            ("all_threads, random agent", random_agent),
+            (f"all_threads, largest agent ({pop.agent_messages[largest]:,} msgs)", largest_agent),
+            ("all_threads, random agent + user", agent_user),
+            ("current_thread, random thread", one_thread),
+        ]
+        print(f"  after the bulk insert ({size['parts']} active parts):", flush=True)
+        for i, (label, pick) in enumerate(scopes):
+            await time_searches(store, label, pick, queries, args.warmup, args.seed + 10 + i)
+        if args.no_optimize:
+            return
+        t0 = time.monotonic()
+        await store.select(f"OPTIMIZE TABLE {SEARCH_DATABASE}.messages FINAL")
+        size = await store.size()
+        print(
+            f"  after OPTIMIZE TABLE ... FINAL ({time.monotonic() - t0:.1f} s; {size['parts']} active parts, "
+            f"one per month; on disk {mib(size['on_disk'])}) ({load_note()}):",
+            flush=True,
+        )
+        for i, (label, pick) in enumerate(scopes):
             await time_searches(store, label, pick, queries, args.warmup, args.seed + 10 + i)
     finally:
         await store.close()
@@ -528,10 +543,13 @@ async def live_phase(
     projection: TimedProjection,
     corpus: Corpus,
     args: argparse.Namespace,
+    rate: int,
 ) -> int:
+    """Produce `rate` messages/s for `--live-seconds` (environment `live<rate>`); messages produced."""
     topic = settings.topic(SOURCE)
-    total = int(args.rate * args.live_seconds)
-    messages = interleaved(corpus, total, LIVE_ENVIRONMENT, "pl", args)
+    total = int(rate * args.live_seconds)
+    environment = f"{LIVE_ENVIRONMENT}{rate}"
+    messages = interleaved(corpus, total, environment, f"pl{rate}", args)
     by_id = {m.message_id.encode(): m.seq for m in messages}
     producer = make_producer(settings, client_id="bench-transcripts-live")
     produced_at: dict[int, float] = {}
@@ -542,7 +560,7 @@ async def live_phase(
     projection.track = True
     batches_before = len(projection.batches)
     print(
-        f"\n  live: {args.rate:,} messages/s for {args.live_seconds:.0f} s ({total:,} messages), "
+        f"\n  live: {rate:,} messages/s for {args.live_seconds:.0f} s ({total:,} messages), "
         f"ClickHouse polled every {args.poll_ms:.0f} ms ({load_note()})",
         flush=True,
     )
@@ -554,7 +572,7 @@ async def live_phase(
             started, rows = await store.select_timed(
                 f"SELECT seq FROM {PROJECTION_DATABASE}.messages "
                 "WHERE environment = {env:String} AND seq > {floor:UInt64}",
-                {"env": LIVE_ENVIRONMENT, "floor": floor},
+                {"env": environment, "floor": floor},
             )
             for (seq,) in rows:
                 seen_at.setdefault(int(seq), started)
@@ -573,7 +591,7 @@ async def live_phase(
     start = time.monotonic()
     sent = 0
     while sent < total:
-        due = min(total, int((time.monotonic() - start) * args.rate) + 1)
+        due = min(total, int((time.monotonic() - start) * rate) + 1)
         while sent < due:
             message = messages[sent]
             produced_at[message.seq] = time.monotonic()
@@ -704,7 +722,9 @@ async def projection_part(
         await store.ensure_schema()
         runner, projection = await backlog_phase(settings, registry, store, corpus, args)
         try:
-            live = await live_phase(settings, store, projection, corpus, args)
+            live = 0
+            for rate in args.rates:
+                live += await live_phase(settings, store, projection, corpus, args, rate)
         finally:
             await runner.close()
         print(f"\n3. replay ({load_note()})", flush=True)
@@ -750,7 +770,12 @@ def main() -> None:
     parser.add_argument("--insert-batch", type=int, default=100_000, help="rows per insert (search table)")
     parser.add_argument("--queries", type=int, default=300, help="timed searches per scope")
     parser.add_argument("--warmup", type=int, default=30, help="untimed searches per scope first")
-    parser.add_argument("--rate", type=int, default=1000, help="live phase: messages/s")
+    parser.add_argument(
+        "--rates",
+        type=lambda text: [int(r) for r in text.split(",")],
+        default=[1000, 3000],
+        help="live phases: messages/s, comma-separated (one phase each)",
+    )
     parser.add_argument("--live-seconds", type=float, default=30.0, help="live phase duration")
     parser.add_argument("--poll-ms", type=float, default=20.0, help="live phase: ClickHouse poll interval")
     parser.add_argument(
@@ -762,6 +787,7 @@ def main() -> None:
         default="new-group",
         help="replay on a new consumer group, or reset the processor's group (refused by Tansu)",
     )
+    parser.add_argument("--no-optimize", action="store_true", help="skip the searches after OPTIMIZE FINAL")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--skip-search", action="store_true")
     parser.add_argument("--skip-projection", action="store_true")
