@@ -28,11 +28,13 @@ Qdrant (`rebuild_qdrant`), from `memory.entries` (a compacted topic; the last re
    writes are mirrored into it and win over the rebuild's (`sinks.qdrant.generations`), so nothing
    the live projection applies during the rebuild is lost and no catch-up is needed.
 2. Postgres is the authority: one snapshot of `memory_entries` (entry id -> version) and the
-   outbox's max seq `S`. The rebuild is complete when (a) the outbox relay published every row
-   <= S, (b) for every entry of the snapshot the topic gave a record of at least its version (or a
-   later tombstone), and (c) every entry whose last record is a live upsert but which is not in the
-   snapshot exists in Postgres now (created since; otherwise its tombstone is still to come).
-   Versions grow with every published change of an entry, and entry ids are never reused.
+   outbox's max seq `S`. The rebuild has read enough when (a) the outbox relay published every
+   row <= S and (b) for every entry of the snapshot the topic gave a record of at least its version
+   (or a later tombstone): versions grow with every published change of an entry. Both only ever
+   progress, so continuous writes cannot keep the rebuild from finishing; no progress for
+   `idle_timeout_s` fails it with the reason. An entry the topic shows alive that is neither in
+   the snapshot nor in Postgres now was deleted (entry ids are never reused): it is not written,
+   whether or not its tombstone was read yet.
 3. The last record of every key is planned with the projection's pure `plan` and written with its
    `ProjectionSink` into the staging generation, in batches; then `swap_in` makes it live at once.
 On any failure the staging generation is discarded and the live collections are untouched.
@@ -398,21 +400,17 @@ async def _snapshot(pool: asyncpg.Pool) -> tuple[int, dict[str, int]]:
     return int(max_seq), {str(r["entry_id"]): int(r["version"]) for r in rows}
 
 
-async def _entries_missing(
-    pool: asyncpg.Pool, state: _EntriesState, snapshot: dict[str, int], max_seq: int
-) -> tuple[int, int, int]:
-    """(outbox rows <= max_seq not yet published, snapshot entries not yet covered, live upserts
-    not explained by Postgres): the rebuild has read enough when all three are 0."""
-    unpublished = int(await pool.fetchval("SELECT count(*) FROM memory_outbox WHERE seq <= $1", max_seq))
-    uncovered = sum(1 for e, v in snapshot.items() if not state.covers(e, v))
+async def _gone(pool: asyncpg.Pool, state: _EntriesState, snapshot: dict[str, int]) -> set[str]:
+    """Entries the topic shows alive that are neither in the snapshot nor in Postgres now: deleted
+    (entry ids are never reused), so the rebuild does not write them, whether or not their
+    tombstone has reached the topic yet."""
     live = [e for e, v in state.versions.items() if v is not None and e not in snapshot]
-    unexplained = 0
-    if live:
-        rows = await pool.fetch(
-            "SELECT entry_id::text FROM memory_entries WHERE entry_id::text = ANY($1::text[])", live
-        )
-        unexplained = len(live) - len(rows)
-    return unpublished, uncovered, unexplained
+    if not live:
+        return set()
+    rows = await pool.fetch(
+        "SELECT entry_id::text AS id FROM memory_entries WHERE entry_id = ANY($1::uuid[])", live
+    )
+    return set(live) - {r["id"] for r in rows}
 
 
 async def rebuild_qdrant(
@@ -442,32 +440,44 @@ async def rebuild_qdrant(
         total = len(snapshot)
         report("read", 0, total, f"reading {reader.topic} (outbox up to seq {max_seq})", force=True)
         stall = _Stall(idle_timeout_s)
+        best: int | None = None
+        checked = 0.0
         while True:
             records = await reader.read()
             for record in records:
                 state.add(record, embedder.model_id)
-            if records:
-                stall.progressed()
-                covered = sum(1 for e, v in snapshot.items() if state.covers(e, v))
-                report("read", covered, total, records=float(reader.records))
+            covered = sum(1 for e, v in snapshot.items() if state.covers(e, v))
+            report("read", covered, total, records=float(reader.records))
+            if records and time.monotonic() - checked < 1.0:
                 continue
-            unpublished, uncovered, unexplained = await _entries_missing(pool, state, snapshot, max_seq)
-            if unpublished == uncovered == unexplained == 0:
+            checked = time.monotonic()
+            unpublished = int(
+                await pool.fetchval("SELECT count(*) FROM memory_outbox WHERE seq <= $1", max_seq)
+            )
+            if unpublished == 0 and covered == total:
                 break
-            if stall.stalled:
+            if best is None or unpublished + total - covered < best:
+                best = unpublished + total - covered
+                stall.progressed()
+            elif stall.stalled:
                 raise RebuildFailed(
-                    f"reading {reader.topic} stalled: {unpublished} outbox row(s) up to seq {max_seq} "
-                    f"unpublished (is the outbox relay running?), {uncovered} entr(ies) of Postgres "
-                    f"without their latest record, {unexplained} deleted entr(ies) without their "
-                    "tombstone on the topic. Nothing was swapped in."
+                    f"reading {reader.topic} stopped progressing: {unpublished} outbox row(s) up to seq "
+                    f"{max_seq} unpublished (is the outbox relay running?) and {total - covered} "
+                    "entr(ies) of Postgres without their latest record on the topic. Nothing was swapped in."
                 )
         report("read", total, total, force=True)
+        gone = await _gone(pool, state, snapshot)
         sink = qdrant_projection.ProjectionSink(StagedIndex(index, generation), embedder, engines.sparse())
         records_list = list(state.latest.values())
         planned = 0
         for start in range(0, len(records_list), batch_size):
             chunk = records_list[start : start + batch_size]
             plan = qdrant_projection.plan(chunk, embedder.model_id, datetime.now(UTC))
+            for ref, entries in list(plan.upserts.items()):
+                kept = [e for e in entries if e.entry_id not in gone]
+                if len(kept) < len(entries):
+                    plan.deletes.setdefault(ref, []).extend(e.entry_id for e in entries if e.entry_id in gone)
+                    plan.upserts[ref] = kept
             if not plan.empty:
                 await sink.write(plan)
             planned += len(chunk)
