@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import importlib
 import logging
 import signal
 from collections.abc import Iterator, Sequence
@@ -37,6 +36,7 @@ from memstream.memory.hygiene import run_daily
 from memstream.memory.outbox import EntriesOutboxRelay
 from memstream.ops.admin_token import ensure_admin_token
 from memstream.ops.progress import ProgressCallback
+from memstream.ops.rebuild import rebuild_clickhouse, rebuild_qdrant
 from memstream.relay import JOURNAL_TOPIC, Relay
 from memstream.transcripts.tools import JournalTools
 from processors.registry import create_processor, processor_names
@@ -220,18 +220,13 @@ async def _serve(
 
 
 def _rebuilders(engines: Engines) -> dict[str, Rebuilder]:
-    """`memstream rebuild clickhouse|qdrant`, run over the node's engines (none until
-    `memstream.ops.rebuild` exists)."""
-    try:
-        rebuild = importlib.import_module("memstream.ops.rebuild")
-    except ModuleNotFoundError:
-        return {}
+    """`memstream rebuild clickhouse|qdrant`, run over the node's engines."""
 
     async def clickhouse(progress: ProgressCallback) -> object:
-        return await rebuild.rebuild_clickhouse(engines, progress=progress)
+        return await rebuild_clickhouse(engines, progress=progress)
 
     async def qdrant(progress: ProgressCallback) -> object:
-        return await rebuild.rebuild_qdrant(engines, progress=progress)
+        return await rebuild_qdrant(engines, progress=progress)
 
     return {"clickhouse": clickhouse, "qdrant": qdrant}
 

@@ -75,6 +75,15 @@ def test_operator_commands_against_a_running_node(node: Node, settings: Settings
     assert "republished 21 message(s), seq 10..30" in result.output
     assert node.cli("verify", "--wait", "30").exit_code == 0
 
+    # rebuild: a fresh ClickHouse projection from the topic, swapped in; still matches the journal
+    result = node.cli("rebuild", "clickhouse")
+    assert result.exit_code == 0, result.output
+    assert "rebuilt clickhouse: 30 rows" in result.output
+    assert node.cli("verify").exit_code == 0
+    result = node.cli("rebuild", "qdrant")  # no memory entries yet: an empty index, swapped in
+    assert result.exit_code == 0, result.output
+    assert "rebuilt qdrant: 0 rows" in result.output
+
     # replay: unknown processor lists the names; refused while the node runs it
     result = node.cli("replay", "nope", "--from", "earliest", "--yes")
     assert result.exit_code == 1
