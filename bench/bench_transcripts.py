@@ -36,9 +36,9 @@ user and assistant turns plus a system prompt per thread and tool call/result ro
    3,000 messages/s), `--live-seconds` each (open loop, produced every 10 ms in equal slices;
    threads interleaved, each in offset order; environment `live<rate>`). Every `--poll-ms` a query
    reads the `seq`s visible in ClickHouse (`environment = 'live<rate>' AND seq >
-   lowest-not-yet-seen`); a message's latency = the start of the first poll
-   that saw it (taken on the chdb thread, so never before the insert it waits behind) - the time
-   its `produce()` was called. So latency includes the broker, faust's fetch, the batch window and
+   lowest-not-yet-seen`); a message's latency = the start of the first poll that saw it (taken on
+   the chdb thread, so never before the insert it waits behind) - the time its `produce()` was
+   called. So latency includes the broker, faust's fetch, the batch window and
    the insert, and is up to one poll interval late. Lag = produced - visible, sampled at every
    poll. The processor also notes when each record's batch started and finished, which splits
    latency into broker + fetch + batch window, and `process()` (decode + insert).
@@ -48,8 +48,8 @@ user and assistant turns plus a system prompt per thread and tool call/result ro
    AdminClient `alter_consumer_group_offsets`, checks it with `list_consumer_group_offsets` and
    restarts the processor on that group; here Tansu refuses it (UNKNOWN_MEMBER_ID, still after
    60 s: the member of the stopped `run_processors` app never left the group). Either way the new
-   instance starts with nothing but the store. Replay rate = records / time from its first batch until
-   it has processed the whole topic (backlog + live: the count is known here, never taken from
+   instance starts with nothing but the store. Replay rate = records / time from its first batch
+   until it has processed the whole topic (backlog + live: the count is known here, never taken from
    Tansu's high watermark); then `row_count()` must still equal backlog + live (idempotence),
    while the raw `count()` shows the copies not merged away yet.
 
