@@ -4,15 +4,11 @@ rows, redelivery and replay never duplicate reads, an outage of ClickHouse is wa
 from __future__ import annotations
 
 import asyncio
-import json
-import time
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from memstream.config import Settings
 from memstream.journal.models import Message, ToolCall
@@ -21,9 +17,18 @@ from sinks.clickhouse.base import TranscriptRow, TranscriptScope, TranscriptUnav
 from sinks.clickhouse.store import ClickHouseTranscriptStore
 from streams.admin import apply_topics
 from streams.events import encode_message
-from streams.runtime import RuntimeOptions, run_processors
-from streams.runtime.processor import Record, group_id
-from streams.topics import TopicRegistry, default_registry, topic_name
+from streams.runtime import RuntimeOptions
+from streams.runtime.processor import Record
+from streams.topics import TopicRegistry, default_registry
+from tests.processors.runtime_support import (
+    Outgoing,
+    broker_settings,
+    committed_total,
+    dead_letters,
+    produce,
+    run_until,
+    short_options,
+)
 from tests.processors.transcript_support import message, tool_result
 
 REPLAY = f"{NAME}-replay"
@@ -33,28 +38,13 @@ SCOPE = TranscriptScope(environment="test", account_id="acme", agent_id="bot")
 
 @pytest.fixture
 def settings_(broker: str, topic_prefix: str, tmp_path: Path) -> Settings:
-    return Settings(
-        data_dir=tmp_path / "data",
-        environment="test",
-        topic_prefix=topic_prefix,
-        broker_url=f"kafka://{broker}",
-    )
+    return broker_settings(broker, topic_prefix, tmp_path)
 
 
 @pytest.fixture
 def options(request: pytest.FixtureRequest) -> RuntimeOptions:
-    """Short timings (Apache Kafka refuses sessions under 6 s); few attempts, so that only the
-    processor's own wait can carry a batch through an outage."""
-    session = 2.0 if request.node.callspec.params.get("broker", "tansu") == "tansu" else 6.0
-    return RuntimeOptions(
-        max_attempts=2,
-        backoff_initial_s=0.05,
-        backoff_max_s=0.1,
-        session_timeout_s=session,
-        heartbeat_interval_s=0.5,
-        commit_interval_s=0.5,
-        drain_timeout_s=2.0,
-    )
+    """Few attempts, so that only the processor's own wait can carry a batch through an outage."""
+    return short_options(request, max_attempts=2)
 
 
 @pytest.fixture
@@ -64,57 +54,8 @@ def registry(settings_: Settings) -> TopicRegistry:
     return reg
 
 
-def produce(settings: Settings, records: Sequence[tuple[bytes | None, bytes | None]]) -> None:
-    producer = Producer({"bootstrap.servers": settings.broker_bootstrap, "enable.idempotence": True})
-    errors: list[Any] = []
-    for key, value in records:
-        producer.produce(
-            topic_name(settings, SOURCE),
-            key=key,
-            value=value,
-            on_delivery=lambda err, _msg: errors.append(err) if err is not None else None,
-        )
-    assert producer.flush(30) == 0 and errors == []
-
-
-def encoded(messages: Sequence[Message]) -> list[tuple[bytes | None, bytes | None]]:
+def encoded(messages: Sequence[Message]) -> list[Outgoing]:
     return [(e.key, e.value) for e in map(encode_message, messages)]
-
-
-def committed(settings: Settings, processor: str) -> int:
-    """Records committed by the group, over every partition of journal.messages."""
-    topic = topic_name(settings, SOURCE)
-    consumer = Consumer(
-        {"bootstrap.servers": settings.broker_bootstrap, "group.id": group_id(processor, settings)}
-    )
-    try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        done = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=10)
-        return sum(max(tp.offset, 0) for tp in done)
-    finally:
-        consumer.close()
-
-
-def dead_letters(settings: Settings, processor: str, wait_s: float = 1.5) -> list[dict[str, Any]]:
-    """Every record on the processor's dead-letter topic (read by assignment from the beginning)."""
-    topic = topic_name(settings, f"dlq.{processor}")
-    consumer = Consumer(
-        {"bootstrap.servers": settings.broker_bootstrap, "group.id": f"check-{uuid.uuid4().hex[:8]}"}
-    )
-    found: list[dict[str, Any]] = []
-    try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-        idle_until = time.monotonic() + wait_s
-        while time.monotonic() < idle_until:
-            msg = consumer.poll(0.2)
-            if msg is None or msg.error() is not None:
-                continue
-            found.append(json.loads(msg.value()))
-            idle_until = time.monotonic() + wait_s
-    finally:
-        consumer.close()
-    return found
 
 
 async def project(
@@ -126,19 +67,14 @@ async def project(
     timeout_s: float = 90,
 ) -> None:
     """Run `processor` until its group committed `total` records."""
-    stop = asyncio.Event()
-    task = asyncio.create_task(
-        run_processors([processor], settings, stop, options=options, registry=registry)
+    await run_until(
+        settings,
+        options,
+        registry,
+        processor,
+        lambda: committed_total(settings, processor.name, SOURCE) >= total,
+        timeout_s,
     )
-    try:
-        deadline = time.monotonic() + timeout_s
-        while await asyncio.to_thread(committed, settings, processor.name) < total:
-            assert not task.done(), f"the processor stopped: {task.exception() if task.done() else ''}"
-            assert time.monotonic() < deadline, "timed out"
-            await asyncio.sleep(0.2)
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
 
 
 class BatchRecording(ClickHouseProjection):
@@ -181,8 +117,8 @@ async def test_journal_to_rows_then_replay_adds_no_duplicates(
     ]
     records = encoded(messages)
     records.insert(10, (b"th-0", b"not a journal message"))  # dead-lettered, the rest goes on
-    produce(settings_, records)
-    produce(settings_, records[:30])  # the relay published some again (at-least-once)
+    produce(settings_, SOURCE, records)
+    produce(settings_, SOURCE, records[:30])  # the relay published some again (at-least-once)
     total = len(records) + 30
 
     live = BatchRecording(transcript_store, close_store=False, batch_size=40)
@@ -273,12 +209,12 @@ async def test_an_outage_of_clickhouse_is_waited_out_without_dead_letters(
         retry=RetryPolicy(initial_s=0.05, max_s=0.2, log_every_s=1.0),
     )
     first = conversation(threads=3, per_thread=20)
-    produce(settings_, encoded(first))
+    produce(settings_, SOURCE, encoded(first))
     later = [message(f"late-{i}", 0, f"written during the outage {i}", seq=1000 + i) for i in range(10)]
 
     async def outage_then_recovery() -> None:
         await asyncio.sleep(1.0)  # the processor joins and fails for a while ...
-        produce(settings_, encoded(later))  # ... while more messages arrive
+        produce(settings_, SOURCE, encoded(later))  # ... while more messages arrive
         await asyncio.sleep(4.0)  # longer than the runtime's own retries (2 attempts) would last
         assert await transcript_store.row_count() == 0
         outage.restore()

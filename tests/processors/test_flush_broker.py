@@ -10,7 +10,6 @@ from typing import Any
 
 import asyncpg
 import pytest
-from pydantic import SecretStr
 
 from memstream.config import Settings
 from memstream.journal.models import Message, NewMessage, ThreadRef
@@ -32,6 +31,7 @@ from processors.flush import NAME, OUTPUT_TOPIC, SOURCE_TOPIC, Flush, NeedsNode,
 from streams.admin import apply_topics
 from streams.runtime.processor import InvalidMessage, Record
 from streams.topics import default_registry
+from tests.processors.runtime_support import broker_settings
 from tests.processors.topic_reading import read_thread_topic
 
 USER_SAYS = ["Hi, my name is Ada.", "I prefer tea in the morning."]
@@ -80,13 +80,7 @@ class UnreachableModel(CountingModel):
 
 @pytest.fixture
 def settings_(broker: str, topic_prefix: str, tmp_path: Path) -> Settings:
-    settings = Settings(
-        data_dir=tmp_path / "data",
-        environment="test",
-        topic_prefix=topic_prefix,
-        broker_url=f"kafka://{broker}",
-        redis_url=SecretStr("redis://127.0.0.1:1"),
-    )
+    settings = broker_settings(broker, topic_prefix, tmp_path, redis_url="redis://127.0.0.1:1")
     reg = default_registry()
     apply_topics(settings, reg, topics=[reg.get(SOURCE_TOPIC), reg.get(OUTPUT_TOPIC), reg.dlq_topic(NAME)])
     return settings

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
 
 from memstream.config import Settings
 from memstream.embeddings.offline import OfflineMiniLM
@@ -19,10 +14,16 @@ from processors.qdrant_projection import NAME, QdrantProjection, entry_payload
 from sinks.qdrant.base import CollectionRef, IndexFilter
 from sinks.qdrant.edge import QdrantEdgeIndex
 from streams.admin import apply_topics
-from streams.runtime import RuntimeOptions, run_processors
-from streams.runtime.processor import group_id
-from streams.topics import TopicRegistry, default_registry, topic_name
-from tests.processors.projection_support import entry, key_of, value_of
+from streams.runtime import RuntimeOptions
+from streams.topics import TopicRegistry, default_registry
+from tests.processors.projection_support import TOPIC, entry, key_of, value_of
+from tests.processors.runtime_support import (
+    Outgoing,
+    broker_settings,
+    produce,
+    run_until_caught_up,
+    short_options,
+)
 
 REPLAY = f"{NAME}-replay"
 MODEL = "all-MiniLM-L6-v2-int8"
@@ -30,97 +31,25 @@ MODEL = "all-MiniLM-L6-v2-int8"
 
 @pytest.fixture
 def settings_(broker: str, topic_prefix: str, tmp_path: Path) -> Settings:
-    return Settings(
-        data_dir=tmp_path / "data",
-        environment="test",
-        topic_prefix=topic_prefix,
-        broker_url=f"kafka://{broker}",
-    )
+    return broker_settings(broker, topic_prefix, tmp_path)
 
 
 @pytest.fixture
 def options(request: pytest.FixtureRequest) -> RuntimeOptions:
-    """Short timings; Apache Kafka refuses sessions under 6 s. Small batches: latest-wins spans batches."""
-    session = 2.0 if request.node.callspec.params.get("broker", "tansu") == "tansu" else 6.0
-    return RuntimeOptions(
-        batch_size=7,
-        batch_wait_s=0.05,
-        max_attempts=3,
-        backoff_initial_s=0.05,
-        backoff_max_s=0.1,
-        session_timeout_s=session,
-        heartbeat_interval_s=0.5,
-        commit_interval_s=0.5,
-        drain_timeout_s=2.0,
-    )
+    """Small batches: latest-wins spans batches."""
+    return short_options(request, batch_size=7, batch_wait_s=0.05)
 
 
 @pytest.fixture
 def registry(settings_: Settings) -> TopicRegistry:
     reg = default_registry().with_dead_letter(REPLAY)
-    apply_topics(
-        settings_, reg, topics=[reg.get("memory.entries"), reg.dlq_topic(NAME), reg.dlq_topic(REPLAY)]
-    )
+    apply_topics(settings_, reg, topics=[reg.get(TOPIC), reg.dlq_topic(NAME), reg.dlq_topic(REPLAY)])
     return reg
 
 
 @pytest.fixture(scope="module")
 def embedder() -> OfflineMiniLM:
     return OfflineMiniLM()
-
-
-def produce(settings: Settings, records: Sequence[tuple[bytes | None, bytes | None]]) -> dict[int, int]:
-    """Produce `records` to memory.entries; returns the end offset (last + 1) of each partition."""
-    producer = Producer({"bootstrap.servers": settings.broker_bootstrap, "enable.idempotence": True})
-    errors: list[Any] = []
-    ends: dict[int, int] = {}
-
-    def delivered(err: Any, msg: Any) -> None:
-        if err is not None:
-            errors.append(err)
-        else:
-            ends[msg.partition()] = max(ends.get(msg.partition(), 0), msg.offset() + 1)
-
-    for key, value in records:
-        producer.produce(topic_name(settings, "memory.entries"), key=key, value=value, on_delivery=delivered)
-    assert producer.flush(30) == 0 and errors == []
-    return ends
-
-
-def caught_up(settings: Settings, processor: str, ends: dict[int, int]) -> bool:
-    """Whether the group committed every record up to `ends` (per partition)."""
-    topic = topic_name(settings, "memory.entries")
-    consumer = Consumer(
-        {"bootstrap.servers": settings.broker_bootstrap, "group.id": group_id(processor, settings)}
-    )
-    try:
-        committed = consumer.committed([TopicPartition(topic, p) for p in ends], timeout=10)
-        return all(tp.offset >= ends[tp.partition] for tp in committed)
-    finally:
-        consumer.close()
-
-
-async def project(
-    settings: Settings,
-    options: RuntimeOptions,
-    registry: TopicRegistry,
-    processor: QdrantProjection,
-    ends: dict[int, int],
-) -> None:
-    """Run `processor` until its group committed the whole topic."""
-    stop = asyncio.Event()
-    task = asyncio.create_task(
-        run_processors([processor], settings, stop, options=options, registry=registry)
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not await asyncio.to_thread(caught_up, settings, processor.name, ends):
-            assert not task.done(), "the processor stopped"
-            assert time.monotonic() < deadline, "timed out"
-            await asyncio.sleep(0.2)
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
 
 
 async def test_projection_and_rebuild_by_replay(
@@ -139,7 +68,7 @@ async def test_projection_and_rebuild_by_replay(
     private = entry(5, "Alice's locker code is 1234.", visibility="private", user_id="alice")
     globex = entry(6, "Globex runs Oracle.", account="globex")
     readded = entry(7, "Re-added after a forget.")
-    records: list[tuple[bytes | None, bytes | None]] = [
+    records: list[Outgoing] = [
         (key_of(tea), value_of(tea)),
         (key_of(deploy_v1), value_of(deploy_v1)),
         (key_of(forgotten), value_of(forgotten)),
@@ -154,7 +83,7 @@ async def test_projection_and_rebuild_by_replay(
         (key_of(readded), value_of(readded, version=3)),
         *[(key_of(e), value_of(e)) for e in (entry(100 + n, f"filler fact number {n}") for n in range(20))],
     ]
-    ends = produce(settings_, records)
+    ends = produce(settings_, TOPIC, records)
     acme = CollectionRef(environment="test", account_id="acme", model_id=MODEL)
     globex_ref = CollectionRef(environment="test", account_id="globex", model_id=MODEL)
     expected = {
@@ -167,9 +96,8 @@ async def test_projection_and_rebuild_by_replay(
 
     index = QdrantEdgeIndex(tmp_path / "live")
     try:
-        await project(
-            settings_, options, registry, QdrantProjection(index, embedder, close_index=False), ends
-        )
+        projection = QdrantProjection(index, embedder, close_index=False)
+        await run_until_caught_up(settings_, options, registry, projection, TOPIC, ends)
         points = await index.points(acme)
         assert points == {e.entry_id: {**entry_payload(e), "entry_id": e.entry_id} for e in expected}
         assert set(await index.points(globex_ref)) == {globex.entry_id}
@@ -191,13 +119,8 @@ async def test_projection_and_rebuild_by_replay(
     rebuilt = QdrantEdgeIndex(tmp_path / "rebuilt")
     live = QdrantEdgeIndex(tmp_path / "live")
     try:
-        await project(
-            settings_,
-            options,
-            registry,
-            QdrantProjection(rebuilt, embedder, name=REPLAY, close_index=False),
-            ends,
-        )
+        replay = QdrantProjection(rebuilt, embedder, name=REPLAY, close_index=False)
+        await run_until_caught_up(settings_, options, registry, replay, TOPIC, ends)
         for ref in (acme, globex_ref):
             assert await rebuilt.points(ref) == await live.points(ref)
         assert len(await rebuilt.points(acme)) == len(expected)

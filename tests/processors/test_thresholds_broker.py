@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
@@ -12,8 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
-from pydantic import SecretStr
 
 from memstream.config import Settings
 from memstream.journal.models import Message, NewMessage, Role, ThreadRef
@@ -25,9 +22,10 @@ from sinks.redis.client import redis_client
 from sinks.redis.thresholds import ThreadScope, ThresholdStore
 from streams.admin import apply_topics
 from streams.events import encode_message
-from streams.runtime import RuntimeOptions, run_processors
-from streams.runtime.processor import InvalidMessage, Record, group_id
-from streams.topics import TopicRegistry, default_registry, topic_name
+from streams.runtime import RuntimeOptions
+from streams.runtime.processor import InvalidMessage, Record
+from streams.topics import TopicRegistry, default_registry
+from tests.processors.runtime_support import broker_settings, produce, run_until_caught_up, short_options
 from tests.processors.topic_reading import read_thread_topic
 
 REPLAY = f"{NAME}-replay"
@@ -36,13 +34,7 @@ SOURCE = "journal.messages"
 
 @pytest.fixture
 def settings_(broker: str, topic_prefix: str, redis_url: str, tmp_path: Path) -> Settings:
-    return Settings(
-        data_dir=tmp_path / "data",
-        environment="test",
-        topic_prefix=topic_prefix,
-        broker_url=f"kafka://{broker}",
-        redis_url=SecretStr(redis_url),
-    )
+    return broker_settings(broker, topic_prefix, tmp_path, redis_url=redis_url)
 
 
 @pytest.fixture
@@ -291,74 +283,12 @@ def test_outside_the_node_the_processor_refuses_to_start(settings_: Settings) ->
 
 @pytest.fixture
 def options(request: pytest.FixtureRequest) -> RuntimeOptions:
-    session = 2.0 if request.node.callspec.params.get("broker", "tansu") == "tansu" else 6.0
-    return RuntimeOptions(
-        batch_size=9,
-        batch_wait_s=0.05,
-        max_attempts=3,
-        backoff_initial_s=0.05,
-        backoff_max_s=0.1,
-        session_timeout_s=session,
-        heartbeat_interval_s=0.5,
-        commit_interval_s=0.5,
-        drain_timeout_s=2.0,
-    )
+    return short_options(request, batch_size=9, batch_wait_s=0.05)
 
 
 def publish(settings: Settings, messages: Sequence[Message]) -> dict[int, int]:
-    producer = Producer({"bootstrap.servers": settings.broker_bootstrap, "enable.idempotence": True})
-    ends: dict[int, int] = {}
-
-    def delivered(err: Any, msg: Any) -> None:
-        assert err is None
-        ends[msg.partition()] = max(ends.get(msg.partition(), 0), msg.offset() + 1)
-
-    for m in messages:
-        event = encode_message(m)
-        producer.produce(
-            topic_name(settings, SOURCE),
-            key=event.key,
-            value=event.value,
-            headers=event.headers,
-            on_delivery=delivered,
-        )
-    assert producer.flush(30) == 0
-    return ends
-
-
-def caught_up(settings: Settings, name: str, ends: dict[int, int]) -> bool:
-    consumer = Consumer(
-        {"bootstrap.servers": settings.broker_bootstrap, "group.id": group_id(name, settings)}
-    )
-    try:
-        committed = consumer.committed(
-            [TopicPartition(topic_name(settings, SOURCE), p) for p in ends], timeout=10
-        )
-        return all(tp.offset >= ends[tp.partition] for tp in committed)
-    finally:
-        consumer.close()
-
-
-async def run_until_caught_up(
-    settings: Settings,
-    options: RuntimeOptions,
-    registry: TopicRegistry,
-    processor: Thresholds,
-    ends: dict[int, int],
-) -> None:
-    stop = asyncio.Event()
-    task = asyncio.create_task(
-        run_processors([processor], settings, stop, options=options, registry=registry)
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not await asyncio.to_thread(caught_up, settings, processor.name, ends):
-            assert not task.done(), "the processor stopped"
-            assert time.monotonic() < deadline, "timed out"
-            await asyncio.sleep(0.2)
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
+    """Produce `messages` to journal.messages as the relay does (key, value and headers)."""
+    return produce(settings, SOURCE, [(e.key, e.value, e.headers) for e in map(encode_message, messages)])
 
 
 async def test_on_the_runtime_a_replay_group_does_not_request_again(
@@ -372,9 +302,9 @@ async def test_on_the_runtime_a_replay_group_does_not_request_again(
     messages = await append(journal, 60)
     ends = publish(settings_, messages)
     live = Thresholds(settings_, store, journal, summaries, close_store=False)
-    await run_until_caught_up(settings_, options, registry, live, ends)
+    await run_until_caught_up(settings_, options, registry, live, SOURCE, ends)
     replay = Thresholds(settings_, store, journal, summaries, name=REPLAY, close_store=False)
-    await run_until_caught_up(settings_, options, registry, replay, ends)
+    await run_until_caught_up(settings_, options, registry, replay, SOURCE, ends)
     (request,) = requests(settings_)
     assert (request["to_offset"], request["messages"]) == (49, 50)
     assert await store.counters(ThreadScope("test", "acme", "bot", "th-1")) == {
