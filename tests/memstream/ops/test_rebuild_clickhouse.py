@@ -7,8 +7,7 @@ The live projection is stood in for by a task that does exactly what the process
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
@@ -18,13 +17,15 @@ from memstream.engines import Engines
 from memstream.journal import NewMessage, SlateJournal, ThreadRef
 from memstream.journal.models import ToolCall
 from memstream.ops.progress import Progress
-from memstream.ops.rebuild import RebuildFailed, TopicReader, rebuild_clickhouse
+from memstream.ops.rebuild import RebuildFailed, rebuild_clickhouse
 from memstream.relay import DEFAULT_CURSOR, JOURNAL_TOPIC, Relay
 from processors import clickhouse_projection
 from sinks.clickhouse.base import TranscriptStore
 from sinks.clickhouse.schema import COLUMNS
 from streams.admin import apply_topics
+from streams.runtime.processor import Record
 from streams.topics import load_topics
+from tests.memstream.ops.live_projection import LiveProjection, eventually
 
 
 @pytest.fixture
@@ -66,38 +67,26 @@ async def append(journal: SlateJournal, rounds: int, *, threads: int = 5, tag: s
             )
 
 
-class LiveProjection:
+def live_projection(settings: Settings, store: TranscriptStore) -> LiveProjection:
     """The live processor's effect: every record of journal.messages inserted into the live table."""
 
-    def __init__(self, settings: Settings, store: TranscriptStore) -> None:
-        self.reader = TopicReader(settings, JOURNAL_TOPIC)
-        self.store = store
-        self.stop = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
+    async def insert(batch: Sequence[Record]) -> None:
+        await store.insert(clickhouse_projection.rows(batch))
 
-    async def __aenter__(self) -> LiveProjection:
-        await self.reader.open()
-        self.task = asyncio.create_task(self._run())
-        return self
-
-    async def _run(self) -> None:
-        while not self.stop.is_set():
-            batch = await self.reader.read(500, 0.1)
-            if batch:
-                await self.store.insert(clickhouse_projection.rows(batch))
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.stop.set()
-        assert self.task is not None
-        await self.task
-        await self.reader.close()
+    return LiveProjection(settings, JOURNAL_TOPIC, insert, batch_size=500)
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await check():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.1)
+async def published_and_projected(engines: Engines, journal: SlateJournal, rounds: int) -> Relay:
+    """`append(journal, rounds)`, published by the relay and projected into the live table; returns
+    the relay (the caller closes it)."""
+    store = engines.transcripts()
+    await append(journal, rounds=rounds)
+    relay = Relay(journal, engines.settings)
+    while await relay.run_once():
+        pass
+    async with live_projection(engines.settings, store):
+        await eventually(lambda: _count_is(store, rounds * 20))
+    return relay
 
 
 def live_rows(chdb_client: Any, database: str, table: str = "messages") -> list[tuple[Any, ...]]:
@@ -115,13 +104,7 @@ def tables(chdb_client: Any, database: str) -> set[str]:
 async def test_rebuild_produces_an_identical_projection(
     engines: Engines, journal: SlateJournal, chdb_client: Any, clickhouse_database: str
 ) -> None:
-    store = engines.transcripts()
-    await append(journal, rounds=20)  # 400 messages
-    relay = Relay(journal, engines.settings)
-    while await relay.run_once():
-        pass
-    async with LiveProjection(engines.settings, store):
-        await eventually(lambda: _count_is(store, 400))
+    relay = await published_and_projected(engines, journal, rounds=20)  # 400 messages
     before = live_rows(chdb_client, clickhouse_database)
     assert len(before) == 400
 
@@ -153,7 +136,7 @@ async def test_rebuild_while_the_live_projection_keeps_writing_loses_nothing(
     relay = Relay(journal, engines.settings)
     stop = asyncio.Event()
     relaying = asyncio.create_task(relay.run(stop))
-    async with LiveProjection(engines.settings, store):
+    async with live_projection(engines.settings, store):
         appending = asyncio.create_task(_keep_appending(journal, stop))
         seen: list[Progress] = []
         report = await rebuild_clickhouse(engines, progress=seen.append, batch_size=100)
@@ -186,13 +169,7 @@ async def _keep_appending(journal: SlateJournal, stop: asyncio.Event) -> None:
 async def test_a_topic_missing_seqs_fails_and_leaves_the_live_table_untouched(
     engines: Engines, journal: SlateJournal, chdb_client: Any, clickhouse_database: str
 ) -> None:
-    store = engines.transcripts()
-    await append(journal, rounds=5)  # 100 messages, published
-    relay = Relay(journal, engines.settings)
-    while await relay.run_once():
-        pass
-    async with LiveProjection(engines.settings, store):
-        await eventually(lambda: _count_is(store, 100))
+    relay = await published_and_projected(engines, journal, rounds=5)  # 100 messages
     before = live_rows(chdb_client, clickhouse_database)
     await append(journal, rounds=1)  # 20 more, never published...
     await journal.set_cursor(DEFAULT_CURSOR, 120)  # ...though the relay's cursor says they were

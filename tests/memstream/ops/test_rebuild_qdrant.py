@@ -8,8 +8,7 @@ The live projection is stood in for by a task that does what the processor's bat
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import asyncpg
@@ -20,7 +19,7 @@ from memstream.engines import Engines
 from memstream.memory.outbox import ENTRIES_TOPIC, EntriesOutboxRelay
 from memstream.memory.service import MemoryService
 from memstream.ops.progress import Progress
-from memstream.ops.rebuild import RebuildFailed, TopicReader, rebuild_qdrant
+from memstream.ops.rebuild import RebuildFailed, rebuild_qdrant
 from processors.qdrant_projection import QdrantProjection
 from sinks.qdrant.base import CollectionRef
 from sinks.qdrant.edge import QdrantEdgeIndex
@@ -28,6 +27,7 @@ from sinks.qdrant.generations import generation_of
 from streams.admin import apply_topics
 from streams.topics import load_topics
 from tests.memstream.memory.helpers import scope
+from tests.memstream.ops.live_projection import LiveProjection, eventually
 
 MODEL = "all-MiniLM-L6-v2-int8"
 REFS = [CollectionRef(environment="test", account_id=a, model_id=MODEL) for a in ("acme", "globex")]
@@ -47,40 +47,10 @@ def edge(engines: Engines) -> QdrantEdgeIndex:
     return cast(QdrantEdgeIndex, engines.index())
 
 
-class LiveProjection:
+def live_projection(engines: Engines) -> LiveProjection:
     """The live processor's effect: every record of memory.entries applied to the live index."""
-
-    def __init__(self, engines: Engines) -> None:
-        self.reader = TopicReader(engines.settings, ENTRIES_TOPIC)
-        self.projection = QdrantProjection(
-            engines.index(), engines.embedder(), engines.sparse(), close_index=False
-        )
-        self.stop = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> LiveProjection:
-        await self.reader.open()
-        self.task = asyncio.create_task(self._run())
-        return self
-
-    async def _run(self) -> None:
-        while not self.stop.is_set():
-            batch = await self.reader.read(200, 0.1)
-            if batch:
-                await self.projection.process(batch)
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.stop.set()
-        assert self.task is not None
-        await self.task
-        await self.reader.close()
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await check():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.1)
+    projection = QdrantProjection(engines.index(), engines.embedder(), engines.sparse(), close_index=False)
+    return LiveProjection(engines.settings, ENTRIES_TOPIC, projection.process, batch_size=200)
 
 
 async def expected(pool: asyncpg.Pool) -> dict[str, dict[str, str]]:
@@ -122,14 +92,23 @@ async def populate(service: MemoryService, n: int, tag: str = "") -> None:
         await service.forget(scope(account=account), key)
 
 
-async def test_rebuild_produces_an_identical_index(engines: Engines, pool: asyncpg.Pool) -> None:
+async def published_and_projected(
+    engines: Engines, pool: asyncpg.Pool, n: int
+) -> tuple[MemoryService, EntriesOutboxRelay, dict[str, dict[str, str]]]:
+    """`populate(n)`, published by the outbox relay and projected into the live index; returns the
+    service, the relay (the caller closes it) and what the index holds."""
     service = MemoryService(pool)
-    await populate(service, 30)
+    await populate(service, n)
     relay = EntriesOutboxRelay(pool, engines.settings)
     await relay.drain()
     want = await expected(pool)
-    async with LiveProjection(engines):
+    async with live_projection(engines):
         await eventually(lambda: _index_is(engines, want))
+    return service, relay, want
+
+
+async def test_rebuild_produces_an_identical_index(engines: Engines, pool: asyncpg.Pool) -> None:
+    _, relay, want = await published_and_projected(engines, pool, 30)
     before = await payloads(engines)
 
     seen: list[Progress] = []
@@ -163,7 +142,7 @@ async def test_rebuild_while_the_live_projection_keeps_writing_loses_nothing(
     relay = EntriesOutboxRelay(pool, engines.settings, poll_interval=0.1)
     stop = asyncio.Event()
     relaying = asyncio.create_task(relay.run(stop))
-    async with LiveProjection(engines):
+    async with live_projection(engines):
 
         async def keep_writing() -> None:
             """Store, edit and forget without pause (bounded: each round forgets the one before)."""
@@ -193,13 +172,7 @@ async def test_rebuild_while_the_live_projection_keeps_writing_loses_nothing(
 
 
 async def test_a_failed_rebuild_leaves_the_live_index_untouched(engines: Engines, pool: asyncpg.Pool) -> None:
-    service = MemoryService(pool)
-    await populate(service, 12)
-    relay = EntriesOutboxRelay(pool, engines.settings)
-    await relay.drain()
-    want = await expected(pool)
-    async with LiveProjection(engines):
-        await eventually(lambda: _index_is(engines, want))
+    service, relay, _ = await published_and_projected(engines, pool, 12)
     before = await payloads(engines)
     await populate(service, 3, tag="unpublished")  # the outbox relay is not running
 
@@ -211,7 +184,7 @@ async def test_a_failed_rebuild_leaves_the_live_index_untouched(engines: Engines
 
     # live writes are no longer mirrored; once the relay ran, a rebuild completes
     await relay.drain()
-    async with LiveProjection(engines):
+    async with live_projection(engines):
         want = await expected(pool)
         await eventually(lambda: _index_is(engines, want))
     report = await rebuild_qdrant(engines, progress=lambda _: None)
