@@ -69,6 +69,7 @@ import os
 import random
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -524,6 +525,8 @@ async def backlog_phase(
     assert projection.first_batch_at is not None
     busy = done - projection.first_batch_at
     rows = await store.row_count()
+    if rows != n:
+        FAILURES.append(f"backlog: row_count() {rows:,}, expected {n:,}")
     sizes = [b for b, _ in projection.batches]
     print(
         f"  backlog: {n:,} records projected: {n / busy:,.0f} rows/s from the first batch ({busy:.1f} s), "
@@ -687,6 +690,8 @@ async def replay_phase(
     assert projection.first_batch_at is not None
     busy = done - projection.first_batch_at
     rows = await store.row_count()
+    if rows != total:
+        FAILURES.append(f"replay: row_count() {rows:,}, expected {total:,} (not idempotent)")
     raw = await store.raw_count()
     print(
         f"  replay: {projection.records:,} records re-consumed: {projection.records / busy:,.0f} records/s "
@@ -752,6 +757,11 @@ async def run(args: argparse.Namespace, work: Path) -> None:
     print(f"\ndone ({load_note()})", flush=True)
 
 
+FAILURES: list[str] = []
+"""Wrong results seen by the phases (a count that differs from what was produced): the bench then
+exits non-zero after printing its figures."""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -805,6 +815,8 @@ def main() -> None:
         print(f"total {time.monotonic() - started:.0f} s", flush=True)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
+    if FAILURES:
+        sys.exit("bench_transcripts: wrong results: " + "; ".join(FAILURES))
 
 
 if __name__ == "__main__":
