@@ -14,7 +14,7 @@ from memstream.transcripts.tool_call_view import MAX_PAGE_BYTES, ToolCallNotFoun
 from memstream.transcripts.tools import JournalTools
 from sinks.clickhouse.base import TranscriptRow, TranscriptScope
 from sinks.clickhouse.store import ClickHouseTranscriptStore
-from tests.sinks.clickhouse.rows import row
+from tests.sinks.clickhouse.rows import row, tool_exchange
 
 AGENT = TranscriptScope(environment="test", account_id="acct", agent_id="agent")
 ALICE = TranscriptScope(environment="test", account_id="acct", agent_id="agent", user_id="alice")
@@ -71,6 +71,10 @@ async def search(tools: JournalTools, who: TranscriptScope, thread: str | None =
     return await tools.invoke("journal_message_search", args, JournalContext(scope=who, thread_id=thread))
 
 
+async def view(tools: JournalTools, who: TranscriptScope, thread: str | None = None, **args: Any) -> Any:
+    return await tools.invoke("journal_tool_call_view", args, JournalContext(scope=who, thread_id=thread))
+
+
 async def test_scope_all_threads_vs_current_thread(tools: JournalTools) -> None:
     everywhere = await search(tools, ALICE, "a2", query="invoice refund", summarize=False)
     assert {m["thread_id"] for m in everywhere["messages"]} == {"a1", "a2"}
@@ -125,14 +129,10 @@ async def test_tenant_isolation(tools: JournalTools) -> None:
             threads(await search(tools, scope, query="invoice refund", limit=50, summarize=False)) == expected
         )
     # a tool call is found only in its own scope
-    view = {"tool_call_id": "call-a"}
-    ctx = JournalContext(scope=ALICE)
-    assert (await tools.invoke("journal_tool_call_view", view, ctx))[
-        "content"
-    ] == '{"invoice": 42, "refund": 30}'
+    assert (await view(tools, ALICE, tool_call_id="call-a"))["content"] == '{"invoice": 42, "refund": 30}'
     for scope in (bob, TranscriptScope(environment="test", account_id="other", agent_id="agent")):
         with pytest.raises(ToolCallNotFound):
-            await tools.invoke("journal_tool_call_view", view, JournalContext(scope=scope))
+            await view(tools, scope, tool_call_id="call-a")
 
 
 async def test_limit_bounds(transcript_store: ClickHouseTranscriptStore) -> None:
@@ -180,28 +180,14 @@ async def test_paging_a_200_kb_tool_result(transcript_store: ClickHouseTranscrip
     result = unit * (200_000 // len(unit.encode()) + 1)
     assert len(result.encode()) >= 200_000
     await transcript_store.insert(
-        [
-            row("t1", 0, "fetch the report", user_id="alice"),
-            row(
-                "t1",
-                1,
-                "",
-                role="assistant",
-                user_id="alice",
-                tool_call_id="call-big",
-                tool_name="report",
-                tool_arguments='{"year": 2026}',
-            ),
-            row("t1", 2, "", role="tool", user_id="alice", tool_call_id="call-big", tool_result=result),
-        ]
+        tool_exchange(
+            "t1", "fetch the report", "call-big", "report", '{"year": 2026}', result, user_id="alice"
+        )
     )
     tools = JournalTools.build(transcript_store, OfflineChatModel())
-    ctx = JournalContext(scope=ALICE, thread_id="t1")
     text, offset, pages = "", 0, 0
     while offset is not None:
-        page = await tools.invoke(
-            "journal_tool_call_view", {"tool_call_id": "call-big", "offset": offset}, ctx
-        )
+        page = await view(tools, ALICE, "t1", tool_call_id="call-big", offset=offset)
         assert page["total_bytes"] == len(result.encode())
         assert 0 < page["length"] <= MAX_PAGE_BYTES and page["length"] == len(page["content"].encode())
         assert (page["tool_name"], page["thread_id"], page["part"]) == ("report", "t1", "result")
@@ -214,14 +200,10 @@ async def test_paging_a_200_kb_tool_result(transcript_store: ClickHouseTranscrip
         assert pages == -(-total // MAX_PAGE_BYTES)  # full pages
     else:  # a page loses at most 3 bytes to a character boundary
         assert -(-total // MAX_PAGE_BYTES) <= pages <= -(-total // (MAX_PAGE_BYTES - 3))
-    arguments = await tools.invoke(
-        "journal_tool_call_view", {"tool_call_id": "call-big", "part": "arguments"}, ctx
-    )
+    arguments = await view(tools, ALICE, "t1", tool_call_id="call-big", part="arguments")
     assert (arguments["content"], arguments["next_offset"]) == ('{"year": 2026}', None)
     if not unit.isascii():
         with pytest.raises(InvalidInput, match="falls inside a UTF-8 character"):
-            await tools.invoke("journal_tool_call_view", {"tool_call_id": "call-big", "offset": 1}, ctx)
+            await view(tools, ALICE, "t1", tool_call_id="call-big", offset=1)
     with pytest.raises(InvalidInput, match="past the end"):
-        await tools.invoke(
-            "journal_tool_call_view", {"tool_call_id": "call-big", "offset": len(result.encode()) + 1}, ctx
-        )
+        await view(tools, ALICE, "t1", tool_call_id="call-big", offset=len(result.encode()) + 1)

@@ -47,3 +47,31 @@ def row(
         created_at=created_at if created_at is not None else BASE_TIME + timedelta(minutes=offset),
         token_count=len(content.split()),
     )
+
+
+def tool_exchange(
+    thread_id: str,
+    ask: str,
+    call_id: str,
+    tool_name: str,
+    arguments: str,
+    result: str,
+    *,
+    user_id: str | None = None,
+) -> list[TranscriptRow]:
+    """Offsets 0-2 of `thread_id`: the user asks `ask`, the assistant calls `tool_name` with
+    `arguments` (call `call_id`), the tool answers `result`."""
+    return [
+        row(thread_id, 0, ask, user_id=user_id),
+        row(
+            thread_id,
+            1,
+            "",
+            role="assistant",
+            user_id=user_id,
+            tool_call_id=call_id,
+            tool_name=tool_name,
+            tool_arguments=arguments,
+        ),
+        row(thread_id, 2, "", role="tool", user_id=user_id, tool_call_id=call_id, tool_result=result),
+    ]

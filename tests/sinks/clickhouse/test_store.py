@@ -11,7 +11,7 @@ import pytest
 
 from sinks.clickhouse.base import TranscriptScope, TranscriptUnavailable
 from sinks.clickhouse.store import ClickHouseTranscriptStore, query_tokens
-from tests.sinks.clickhouse.rows import BASE_TIME, row
+from tests.sinks.clickhouse.rows import BASE_TIME, row, tool_exchange
 
 SCOPE = TranscriptScope(environment="test", account_id="acct", agent_id="agent")
 
@@ -191,22 +191,9 @@ async def test_tool_call_info_and_byte_paging_of_a_200_kb_result(
     data = result.encode("utf-8")
     assert len(data) > 200_000
     arguments = json.dumps({"path": "/var/log", "lines": 5000})
-    await transcript_store.insert(
-        [
-            row("t1", 0, "read the log"),
-            row(
-                "t1",
-                1,
-                "",
-                role="assistant",
-                tool_call_id="call-9",
-                tool_name="read_file",
-                tool_arguments=arguments,
-            ),
-            row("t1", 2, "", role="tool", tool_call_id="call-9", tool_result=result),
-        ]
-    )
-    await transcript_store.insert([row("t1", 2, "", role="tool", tool_call_id="call-9", tool_result=result)])
+    exchange = tool_exchange("t1", "read the log", "call-9", "read_file", arguments, result)
+    await transcript_store.insert(exchange)
+    await transcript_store.insert(exchange[2:])  # the result redelivered
     [info] = await transcript_store.tool_call(SCOPE, "call-9")
     assert (info.thread_id, info.tool_name, info.call_offset, info.result_offset) == ("t1", "read_file", 1, 2)
     assert (info.arguments_bytes, info.result_bytes) == (len(arguments.encode()), len(data))
