@@ -6,6 +6,7 @@ A check is a name, an ok flag, a detail line and (when not ok) what to do about 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import shutil
 import sys
@@ -66,6 +67,32 @@ def _redis_probe(url: str) -> str | None:
     return None
 
 
+def clickhouse_check(settings: Settings) -> Check:
+    """A ClickHouse server must answer `/ping`; the embedded engine (chdb) lives in the node's
+    process, so here it only has to be installed."""
+    dsn = settings.clickhouse
+    parsed = urlparse(dsn)
+    if parsed.scheme == "chdb":
+        ok = importlib.util.find_spec("chdb") is not None
+        return Check(
+            "clickhouse",
+            ok,
+            f"embedded (chdb in the node's process) {parsed.path}"
+            + ("" if ok else ": chdb is not installed"),
+            "pip install chdb==4.4.0",
+        )
+    port = parsed.port or (8443 if parsed.scheme == "https" else 8123)
+    ping = f"{parsed.scheme}://{parsed.hostname}:{port}/ping"
+    ok = http_ok(ping, timeout=3.0)
+    return Check(
+        "clickhouse",
+        ok,
+        f"external {mask_url(dsn)}" + ("" if ok else f": {ping} does not answer"),
+        "check MEMSTREAM_CLICKHOUSE_DSN and that the server runs (transcript search and its projection wait "
+        "for it meanwhile)",
+    )
+
+
 def component_checks(settings: Settings) -> list[Check]:
     """Is every configured component reachable right now?"""
     checks: list[Check] = []
@@ -99,6 +126,7 @@ def component_checks(settings: Settings) -> list[Check]:
             start_hint if embedded["redis"] else "check MEMSTREAM_REDIS_URL and the server",
         )
     )
+    checks.append(clickhouse_check(settings))
     api = f"http://{settings.api_host}:{settings.api_port}"
     ok = http_ok(f"{api}/healthz")
     checks.append(

@@ -1,0 +1,58 @@
+"""The ClickHouse check of `memstream status` / `doctor`: embedded (chdb installed) and a server
+(`/ping` over HTTP, here a real local HTTP server answering like ClickHouse, then nothing)."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from memstream.config import Settings
+from memstream.embedded.health import clickhouse_check
+from memstream.embedded.process import free_port
+
+
+class _Ping(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        ok = self.path == "/ping"
+        self.send_response(200 if ok else 404)
+        self.end_headers()
+        self.wfile.write(b"Ok.\n" if ok else b"")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def ping_server() -> Iterator[int]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Ping)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_embedded_clickhouse_is_chdb_in_the_node(tmp_path: Path) -> None:
+    check = clickhouse_check(Settings(data_dir=tmp_path))
+    assert check.ok and check.detail.startswith("embedded (chdb")
+
+
+def test_server_clickhouse_must_answer_ping(tmp_path: Path, ping_server: int) -> None:
+    up = Settings(
+        data_dir=tmp_path, clickhouse_dsn=SecretStr(f"http://u:secret@127.0.0.1:{ping_server}/memstream")
+    )
+    check = clickhouse_check(up)
+    assert check.ok, check.detail
+    assert "secret" not in check.detail  # credentials masked
+
+    down = Settings(data_dir=tmp_path, clickhouse_dsn=SecretStr(f"http://127.0.0.1:{free_port()}/memstream"))
+    check = clickhouse_check(down)
+    assert not check.ok and "does not answer" in check.detail
+    assert "MEMSTREAM_CLICKHOUSE_DSN" in check.fix
