@@ -9,7 +9,10 @@ called in worker threads):
 3. with `coordinate`: pauses the node's processor (it commits its batch and leaves the group), then
    commits the targets, retrying while the broker still refuses because of a member (at most
    `idle_timeout_s`: another consumer of the group elsewhere keeps it refused); whatever happens,
-   resumes the processor it paused;
+   resumes the processor it paused. When that resume fails for good (`ProcessorSupervisor.resume`:
+   the processor is crashed, and the node stops as on any processor crash) it raises
+   `ResumeFailed`, whose message says both whether the group was reset and why the resume failed;
+   a reset that failed while the resume succeeded raises the reset's own error;
 4. without `coordinate` (group idle): commits the targets once; a broker refusal raises `GroupActive`.
 """
 
@@ -19,12 +22,38 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-from memstream.errors import Conflict, NotFound
+from memstream.errors import Conflict, MemstreamError, NotFound
 from memstream.ops.progress import Progress, ProgressCallback, no_progress
 from memstream.ops.replay import GroupActive, GroupOffsets, ReplayPlan
 from memstream.ops.replay_from import ReplayFrom
-from streams.runtime.errors import UnknownProcessor
+from streams.runtime.errors import ProcessorCrashed, UnknownProcessor
 from streams.runtime.supervisor import ProcessorStatus, ProcessorSupervisor
+
+
+class ResumeFailed(MemstreamError):
+    """The processor paused for a coordinated replay could not be resumed (module doc).
+
+    `reset` is True when the group's offsets were changed before; `reset_error` says why not
+    otherwise; `__cause__` is the resume's `ProcessorCrashed`."""
+
+    code = "resume_failed"
+
+    def __init__(self, name: str, group: str, reset_error: BaseException | None, resume: ProcessorCrashed):
+        self.reset = reset_error is None
+        self.reset_error = reset_error
+        if reset_error is None:
+            outcome = f"group {group} WAS reset to the planned offsets"
+        else:
+            outcome = f"group {group} was NOT reset ({_describe(reset_error)})"
+        super().__init__(
+            f"{outcome}, but processor {name} could not be resumed afterwards: {resume.message}. The node "
+            "treats this as a processor crash and stops; start it again (`memstream up` or `memstream "
+            "node`): the processor then reads from the group's committed offsets"
+        )
+
+
+def _describe(error: BaseException) -> str:
+    return error.message if isinstance(error, MemstreamError) else f"{type(error).__name__}: {error}"
 
 
 @dataclass(frozen=True)
@@ -84,14 +113,24 @@ async def run_replay(
         return ReplayOutcome(plan=plan, applied=True)
     progress(Progress("pause", 0, 1, f"pausing processor {name}"))
     paused = await supervisor.pause(name)
+    progress(Progress("pause", 1, 1, f"processor {name} {'paused' if paused else 'was not running'}"))
+    waited = 0.0
+    reset_error: BaseException | None = None
     try:
-        progress(Progress("pause", 1, 1, f"processor {name} {'paused' if paused else 'was not running'}"))
         waited = await _apply_when_idle(offsets, plan, idle_timeout_s, progress)
-    finally:
-        if paused:
-            progress(Progress("resume", 0, 1, f"resuming processor {name} (joining its group)"))
+    except BaseException as exc:  # cancellation included: the processor is resumed all the same
+        reset_error = exc
+    if paused:
+        progress(Progress("resume", 0, 1, f"resuming processor {name} (starting its consumer)"))
+        try:
             await supervisor.resume(name)
-            progress(Progress("resume", 1, 1, f"processor {name} resumed"))
+        except ProcessorCrashed as exc:
+            if isinstance(reset_error, asyncio.CancelledError):
+                raise reset_error from None
+            raise ResumeFailed(name, plan.group_id, reset_error, exc) from exc
+        progress(Progress("resume", 1, 1, f"processor {name} resumed"))
+    if reset_error is not None:
+        raise reset_error
     return ReplayOutcome(plan=plan, applied=True, active=tuple(active), paused=paused, waited_s=waited)
 
 

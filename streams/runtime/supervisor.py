@@ -7,8 +7,15 @@ in the running loop; `run(stop)` returns after `stop` was set and every runtime 
   consumer leaves the group - on Tansu, where aiokafka skips the LeaveGroup, `leave_group` sends it)
   and keeps it stopped;
 - `resume(name)` builds a fresh processor with its factory (a runtime starts once) and starts it;
-  it returns once the consumer group was joined, reading from the group's committed offsets.
-Both are no-ops when the processor is already in that state; they are serialised per processor.
+  it returns once the runtime started (its processor and faust app are up: the consumer joins the
+  group in the background and reads from the group's committed offsets). A start that fails is
+  retried `resume_attempts` times in all, `resume_backoff_s` apart (doubling). When every attempt
+  failed the processor is `crashed`, `resume` raises `ProcessorCrashed` (cause: the last error),
+  and `run` raises that same error: a processor that cannot be resumed is a crash like any other
+  (the node stops; it never serves on without one of its processors). A resume that began runs to
+  its end even when its caller is cancelled.
+Both are no-ops (False) when the processor is not in the state they leave (`running` for pause,
+`paused` for resume; a `crashed` processor is never resumed); they are serialised per processor.
 A paused processor stays paused until resumed or until `run` returns.
 """
 
@@ -22,7 +29,7 @@ from typing import Literal
 
 from memstream.config import Settings
 from streams.runtime.app import ProcessorRuntime
-from streams.runtime.errors import UnknownProcessor
+from streams.runtime.errors import ProcessorCrashed, UnknownProcessor
 from streams.runtime.leave_group import leave_group, member_of
 from streams.runtime.options import RuntimeOptions
 from streams.runtime.processor import Processor, group_id
@@ -52,16 +59,23 @@ class ProcessorSupervisor:
         *,
         options: RuntimeOptions | None = None,
         registry: TopicRegistry | None = None,
+        resume_attempts: int = 3,
+        resume_backoff_s: float = 1.0,
     ) -> None:
+        if resume_attempts < 1:
+            raise ValueError("resume_attempts must be >= 1")
         self.settings = settings
         self.options = options
         self.registry = registry
+        self.resume_attempts = resume_attempts
+        self.resume_backoff_s = resume_backoff_s
         self._factories = dict(factories)
         self._runtimes: dict[str, ProcessorRuntime] = {}
         self._states: dict[str, State] = {name: "stopped" for name in self._factories}
         self._locks = {name: asyncio.Lock() for name in self._factories}
         self._changed = asyncio.Event()
         self._running = False
+        self._failed: ProcessorCrashed | None = None  # the first resume that failed for good
 
     def names(self) -> list[str]:
         return sorted(self._factories)
@@ -84,6 +98,7 @@ class ProcessorSupervisor:
     async def run(self, stop: asyncio.Event, *, started: asyncio.Event | None = None) -> None:
         """Start every processor, run until `stop` (module doc)."""
         self._running = True
+        self._failed = None
         try:
             results = await asyncio.gather(
                 *(self._start(name) for name in self.names()), return_exceptions=True
@@ -94,10 +109,9 @@ class ProcessorSupervisor:
             if started is not None:
                 started.set()
             while not stop.is_set():
-                crashed = await self._wait(stop)
-                if crashed is not None:
-                    assert crashed.error is not None
-                    raise crashed.error
+                error = await self._wait(stop)
+                if error is not None:
+                    raise error
         finally:
             self._running = False
             await asyncio.gather(
@@ -114,13 +128,13 @@ class ProcessorSupervisor:
             return True
 
     async def resume(self, name: str) -> bool:
-        """Start `name` again after `pause`; True when it was paused (module doc)."""
-        async with self._locks[self._known(name)]:
-            if self._states[name] != "paused" or not self._running:
-                return False
-            await self._start_locked(name)
-            log.info("processor %s resumed", name)
-            return True
+        """Start `name` again after `pause`; True when it was paused. Raises `ProcessorCrashed` when
+        it could not be started (module doc: the processor is then crashed, and so is `run`)."""
+        self._known(name)
+        # shielded: a caller cancelled mid-resume must not leave the processor half started
+        task = asyncio.ensure_future(self._resume(name))
+        task.add_done_callback(lambda done: done.cancelled() or done.exception())  # retrieved: logged
+        return await asyncio.shield(task)
 
     # ---- internals -----------------------------------------------------------------------------
 
@@ -129,16 +143,61 @@ class ProcessorSupervisor:
             raise UnknownProcessor(name, list(self._factories))
         return name
 
+    async def _resume(self, name: str) -> bool:
+        async with self._locks[name]:
+            if self._states[name] != "paused" or not self._running:
+                return False
+            delay = self.resume_backoff_s
+            attempt = 0
+            while True:
+                attempt += 1
+                try:
+                    await self._start_locked(name)
+                except Exception as exc:
+                    if attempt < self.resume_attempts and self._running:
+                        log.warning(
+                            "processor %s: resume attempt %d of %d failed (%r); retrying in %.1fs",
+                            name,
+                            attempt,
+                            self.resume_attempts,
+                            exc,
+                            delay,
+                        )
+                        self._states[name] = "starting"
+                        await asyncio.sleep(delay)
+                        delay *= 2
+                        if self._running:
+                            continue
+                    raise self._resume_failed(name, attempt, exc) from exc
+                log.info("processor %s resumed", name)
+                return True
+
+    def _resume_failed(self, name: str, attempts: int, exc: Exception) -> ProcessorCrashed:
+        """Every resume attempt failed: `name` is crashed, and so is `run` (module doc)."""
+        self._states[name] = "crashed"
+        error = ProcessorCrashed(name, f"could not be resumed ({attempts} attempt(s); last error: {exc!r})")
+        error.__cause__ = exc
+        log.error("%s", error.message)
+        if self._failed is None:
+            self._failed = error
+        self._changed.set()
+        return error
+
     async def _start(self, name: str) -> None:
         async with self._locks[name]:
             await self._start_locked(name)
 
     async def _start_locked(self, name: str) -> None:
-        runtime = ProcessorRuntime(
-            self._factories[name](), self.settings, self.options, registry=self.registry
-        )
-        self._runtimes[name] = runtime
+        """Start a fresh runtime for `name`; on failure it is stopped and `name` is `crashed`."""
         self._states[name] = "starting"
+        try:
+            runtime = ProcessorRuntime(
+                self._factories[name](), self.settings, self.options, registry=self.registry
+            )
+        except BaseException:
+            self._states[name] = "crashed"
+            raise
+        self._runtimes[name] = runtime
         try:
             await runtime.start()
         except BaseException:
@@ -163,13 +222,16 @@ class ProcessorSupervisor:
             if state == "paused" and member is not None and not member.leaves_by_itself:
                 await leave_group(self.settings.broker_bootstrap, member)
 
-    async def _wait(self, stop: asyncio.Event) -> ProcessorRuntime | None:
-        """Wait for `stop`, a crash of a running processor, or a pause/resume; the crashed one or None."""
+    async def _wait(self, stop: asyncio.Event) -> ProcessorCrashed | None:
+        """Wait for `stop`, a crash of a running processor, a failed resume, or a pause/resume;
+        the crash's error, or None."""
         self._changed.clear()
+        if self._failed is not None:
+            return self._failed
         watched = {name: rt for name, rt in self._runtimes.items() if self._states[name] == "running"}
-        for runtime in watched.values():
+        for name, runtime in watched.items():
             if runtime.crashed.is_set():
-                return runtime
+                return self._crashed(name, runtime)
         waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self._changed.wait())]
         waiters += [asyncio.ensure_future(rt.crashed.wait()) for rt in watched.values()]
         try:
@@ -177,8 +239,15 @@ class ProcessorSupervisor:
         finally:
             for waiter in waiters:
                 waiter.cancel()
+        if self._failed is not None:
+            return self._failed
         for name, runtime in watched.items():
             if runtime.crashed.is_set() and self._states[name] == "running":
-                self._states[name] = "crashed"
-                return runtime
+                return self._crashed(name, runtime)
         return None
+
+    def _crashed(self, name: str, runtime: ProcessorRuntime) -> ProcessorCrashed:
+        self._states[name] = "crashed"
+        if runtime.error is not None:
+            return runtime.error
+        return ProcessorCrashed(name, "its runtime stopped without saying why")
