@@ -280,14 +280,31 @@ def _streamed(client: NodeClient, method: str, path: str, **kwargs: Any) -> Any:
 @click.option(
     "--no-follow", is_flag=True, help="Return after the reset instead of showing lag until caught up."
 )
+@click.option(
+    "--follow-timeout",
+    "follow_timeout_s",
+    type=click.FloatRange(min=0),
+    default=300.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Stop showing the lag after this long (the processor keeps catching up in the node).",
+)
 @NODE_OPTION
 def replay(
-    processor: str, start: str, coordinate: bool, yes: bool, no_follow: bool, node_url: str | None
+    processor: str,
+    start: str,
+    coordinate: bool,
+    yes: bool,
+    no_follow: bool,
+    follow_timeout_s: float,
+    node_url: str | None,
 ) -> None:
     """Reset PROCESSOR's consumer group so it reprocesses from --from.
 
     Refused while the group is active (the node runs the processor, or the broker reports members)
-    unless --coordinate. Exit 0 done, 1 refused or failed, 3 no node answers.
+    unless --coordinate. Then shows the lag and the processor's state until the lag is 0, for at
+    most --follow-timeout (the reset stands either way). Exit 0 done, 1 refused or failed (also when
+    the processor crashes while catching up), 3 no node answers.
     """
     from memstream.errors import InvalidInput
     from memstream.ops.replay_from import parse_replay_from
@@ -321,7 +338,7 @@ def replay(
         paused = " (the node paused and resumed it)" if outcome["paused"] else ""
         click.echo(f"group {outcome['plan']['group_id']} reset{paused}")
         if not no_follow:
-            _admin_call(lambda: _follow_lag(client, processor))
+            _admin_call(lambda: _follow_lag(client, processor, follow_timeout_s))
 
 
 def _plan_lines(plan: dict[str, Any]) -> list[str]:
@@ -334,22 +351,43 @@ def _plan_lines(plan: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _follow_lag(client: NodeClient, processor: str, interval_s: float = 1.0) -> None:
+def _follow_lag(client: NodeClient, processor: str, timeout_s: float, interval_s: float = 1.0) -> None:
+    """Show PROCESSOR's lag and state until the lag is 0 while it runs, or for `timeout_s`; exit 1
+    when the processor crashed (or the node stopped it)."""
     import time
 
     from memstream.ops.progress import Progress
 
     line = _progress_line()
     first: int | None = None
+    deadline = time.monotonic() + timeout_s
     try:
         while True:
+            states = {p["name"]: p["state"] for p in client.get("/admin/v1/processors")}
+            state = states.get(processor, "unknown")
+            if state in ("crashed", "stopped", "unknown"):
+                line.finish()
+                click.echo(
+                    f"error: processor {processor} is {state} in the node: it stopped catching up (the "
+                    "reset stands; see the node's log for why, then restart the node)",
+                    err=True,
+                )
+                sys.exit(1)
             report = client.get(f"/admin/v1/processors/{processor}/lag")
             lag = int(report["total_lag"])
             first = lag if first is None else max(first, lag)
             parts = ", ".join(f"p{p['partition']} {p['lag']}" for p in report["partitions"] if p["lag"])
-            line(Progress("catch-up", first - lag, first, f"lag {lag}" + (f" ({parts})" if parts else "")))
-            if lag == 0:
+            detail = f"lag {lag}" + (f" ({parts})" if parts else "") + f", {state}"
+            line(Progress("catch-up", first - lag, first, detail))
+            if lag == 0 and state == "running":
                 break
+            if time.monotonic() >= deadline:
+                line.finish()
+                click.echo(
+                    f"stopped following after {timeout_s:g}s: processor {processor} is {state} with lag "
+                    f"{lag}; it keeps catching up in the node (GET /admin/v1/processors/{processor}/lag)"
+                )
+                return
             time.sleep(interval_s)
     finally:
         line.finish()
@@ -365,14 +403,18 @@ def republish(from_seq: int, node_url: str | None) -> None:
     """Publish journal appends with seq >= --from-seq to journal.messages again, from the journal.
 
     For a broker that lost its data; consumers are idempotent. 0 or 1 republishes the whole journal.
+    The count is what the relay published meanwhile (appends made during the republish included).
+    Fails when the relay makes no progress for a minute (its last error is shown).
     Exit 0 done, 1 refused or failed, 3 no node answers.
     """
     with _node_client(node_url) as client:
         body = {"from_seq": from_seq}
         report = _admin_call(lambda: _streamed(client, "POST", "/admin/v1/republish", body=body))
     click.echo(
-        f"republished {report['messages']} message(s), seq {report['from_seq']}..{report['last_seq']}, "
-        f"in {report['seconds']:.1f}s"
+        f"republished seq {report['from_seq']}..{report['last_seq']} "
+        f"({report['range_messages']} message(s)): the relay published {report['published']} "
+        f"message(s) in {report['seconds']:.1f}s"
+        + ("" if report["rewound"] else " (it had not published that far yet: nothing was rewound)")
     )
 
 

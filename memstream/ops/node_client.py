@@ -5,7 +5,9 @@ yields each `{"progress": ...}` line's progress as a `Progress` and returns the 
 (a generator's return value; `run_stream` wraps that). Failures are typed:
 - `NodeUnreachable`: nothing answers at `base_url` (the message says how to start a node);
 - `NodeRefused`: the node answered with an error (HTTP status, or an `error` line while streaming),
-  carrying its `code`, `message` and, when known, `field`.
+  carrying its `code`, `message` and, when known, `field`; code `node_silent` when the node sent
+  nothing for `read_timeout_s` (a streaming node sends an empty line every 10 s while an operation
+  is quiet, so silence means it is stuck or gone).
 """
 
 from __future__ import annotations
@@ -35,12 +37,15 @@ class NodeRefused(MemstreamError):
 class NodeClient:
     """See the module doc."""
 
-    def __init__(self, base_url: str, token: str, *, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, base_url: str, token: str, *, timeout_s: float = 30.0, read_timeout_s: float = 60.0
+    ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.read_timeout_s = read_timeout_s
         self._client = httpx.Client(
             base_url=self.base_url,
             headers={"Authorization": f"Bearer {token}"},
-            timeout=httpx.Timeout(timeout_s, read=None),  # streams may be quiet for a while
+            timeout=httpx.Timeout(timeout_s, read=read_timeout_s),  # streams send heartbeats (module doc)
         )
 
     def close(self) -> None:
@@ -55,6 +60,8 @@ class NodeClient:
     def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
         try:
             response = self._client.get(path, params=params)
+        except httpx.ReadTimeout:
+            raise self._silent(path) from None
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from None
         self._check(response)
@@ -80,9 +87,19 @@ class NodeClient:
                     elif "error" in item:
                         error = item["error"]
                         raise NodeRefused(None, error.get("code", "error"), error.get("message", str(error)))
+        except httpx.ReadTimeout:
+            raise self._silent(path) from None
         except httpx.TransportError as exc:
             raise self._unreachable(exc) from None
         raise NodeRefused(None, "incomplete", f"the node closed {path} without a result (did it stop?)")
+
+    def _silent(self, path: str) -> NodeRefused:
+        return NodeRefused(
+            None,
+            "node_silent",
+            f"the node at {self.base_url} sent nothing for {self.read_timeout_s:g}s on {path}: it is stuck "
+            "or overloaded (an operation may still be running in it; see its log)",
+        )
 
     def _unreachable(self, exc: Exception) -> NodeUnreachable:
         return NodeUnreachable(

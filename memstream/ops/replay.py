@@ -248,6 +248,10 @@ class GroupOffsets:
                     f"{broker_topic} has no partition {partition} (it has {count}: 0..{count - 1})",
                     field="from",
                 )
+            if (broker_topic, partition) in targets:  # e.g. `0:5,journal.messages:0:9`: the same partition
+                raise InvalidInput(
+                    f"{broker_topic}[{partition}] is given twice in --from {start.describe()!r}", field="from"
+                )
             targets[(broker_topic, partition)] = offset
         ends = self.end_offsets(list(targets))
         for (t, p), offset in targets.items():

@@ -4,7 +4,8 @@ Accepted forms (`parse_replay_from`):
 - `earliest`: the first offset still on the broker, on every partition of every source topic;
 - offsets: comma-separated `PARTITION:OFFSET` (the processor's only source topic) or
   `TOPIC:PARTITION:OFFSET` (topic as declared in topics.yaml, without the prefix), e.g. `0:120,1:98`;
-  partitions not named keep their committed offset;
+  partitions not named keep their committed offset; a partition named twice is refused (here when
+  written the same way; `GroupOffsets.plan` refuses it written both ways, e.g. `0:5,journal.messages:0:9`);
 - an ISO-8601 timestamp (`2026-05-01T12:00:00Z`; without a zone it is UTC): per partition the first
   offset whose record timestamp is at or after it (the end of the partition when none is).
 Anything else raises `InvalidInput(field="from")` saying which form was expected.

@@ -8,8 +8,14 @@ per (thread, offset), so the copies change no projection.
 `check_from_seq` validates N against the journal (0 <= N <= last seq; specific `InvalidInput`,
 nothing changed). When the relay has not yet published up to N - 1, nothing is rewound (those
 messages are about to be published anyway) and the progress simply follows the relay. `republish`
-reports progress as the relay's cursor advances to the journal's last seq at the start, and returns
-when it got there (the relay keeps running and publishing newer appends as always).
+reports progress as the relay's cursor advances to the journal's last seq L at the start, and returns
+when it got there (the relay keeps running and publishing newer appends as always). Its report
+counts what the relay actually published meanwhile (`RelayStats.published`, appends made during
+the republish included); a relay that reached L having published fewer than the L - N + 1 messages
+of the range (its cursor was moved by something else) raises `RepublishIncomplete`.
+When the relay's cursor does not move for `idle_timeout_s` (broker down, relay stopped) it raises
+`RepublishStalled` naming the relay's last error; the rewind stays in place (the relay goes on
+publishing from its cursor once it can).
 """
 
 from __future__ import annotations
@@ -18,17 +24,30 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from memstream.errors import InvalidInput
+from memstream.errors import InvalidInput, MemstreamError
 from memstream.journal.base import Journal
 from memstream.ops.progress import Progress, ProgressCallback, no_progress
 from memstream.relay import Relay
+
+
+class RepublishStalled(MemstreamError):
+    """The relay's cursor did not move for the idle timeout (module doc)."""
+
+    code = "republish_stalled"
+
+
+class RepublishIncomplete(MemstreamError):
+    """The relay's cursor reached the end having published fewer messages than the range (module doc)."""
+
+    code = "republish_incomplete"
 
 
 @dataclass(frozen=True)
 class RepublishReport:
     from_seq: int  # first seq published again
     last_seq: int  # the journal's last seq when the republish started
-    messages: int  # messages published again (from_seq..last_seq)
+    range_messages: int  # messages in from_seq..last_seq
+    published: int  # messages the relay published until its cursor reached last_seq (new appends too)
     rewound: bool  # False when the relay had not yet published that far
     seconds: float
 
@@ -52,6 +71,7 @@ async def republish(
     *,
     progress: ProgressCallback = no_progress,
     poll_s: float = 0.2,
+    idle_timeout_s: float = 60.0,
 ) -> RepublishReport:
     """See the module doc. Returns once the relay's cursor reached the journal's last seq."""
     last = await journal.last_seq()
@@ -61,12 +81,18 @@ async def republish(
     total = max(0, last - first + 1)
     rewound = False
     if await relay.cursor() >= first - 1:
-        await relay.rewind(first - 1)
+        await relay.rewind(first - 1)  # waits for a round in progress: it is not counted below
         rewound = True
+    published_before = relay.stats.published
+    seen, moved_at = await relay.cursor(), time.monotonic()
     while True:
         cursor = await relay.cursor()
+        published = relay.stats.published - published_before
+        now = time.monotonic()
+        if cursor != seen:
+            seen, moved_at = cursor, now
         done = min(total, max(0, cursor - (first - 1)))
-        elapsed = time.monotonic() - started
+        elapsed = now - started
         detail = f"relay cursor at seq {cursor} of {last}"
         if relay.stats.last_error and done < total:
             detail += f" (last relay error: {relay.stats.last_error})"
@@ -77,11 +103,26 @@ async def republish(
         )
         if cursor >= last:
             break
+        if now - moved_at >= idle_timeout_s:
+            raise RepublishStalled(
+                f"the relay's cursor has not moved from seq {cursor} for {idle_timeout_s:g}s while "
+                f"republishing seq {first}..{last} (last relay error: {relay.stats.last_error or 'none'}). "
+                "The rewind stays: the relay publishes from there once it can. Check the broker "
+                f"(`memstream status`), then follow it with `memstream republish --from-seq {cursor + 1}`; "
+                "if the node's log says the relay stopped (journal fenced), restart the node"
+            )
         await asyncio.sleep(poll_s)
+    if published < total:
+        raise RepublishIncomplete(
+            f"the relay's cursor reached seq {last} but the relay published only {published} of the {total} "
+            f"message(s) of seq {first}..{last}: its cursor was moved by something else (another relay "
+            "on this journal?). Run `memstream republish` again"
+        )
     return RepublishReport(
         from_seq=first,
         last_seq=last,
-        messages=total,
+        range_messages=total,
+        published=published,
         rewound=rewound,
         seconds=round(time.monotonic() - started, 3),
     )

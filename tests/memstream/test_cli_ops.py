@@ -3,17 +3,23 @@ on the embedded test servers: republish, verify, replay (refused while active, -
 
 from __future__ import annotations
 
+import re
 import time
+import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import click
 import httpx
 import pytest
 from click.testing import CliRunner, Result
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
-from memstream.cli import main
+from memstream.cli import _follow_lag, main
 from memstream.config import Settings
 from memstream.embedded.process import free_port
+from streams.events import decode_message
 from tests.memstream.node_process import RunningNode, node_env, running_node
 
 
@@ -50,6 +56,40 @@ def wait_running(node: Node, token: str) -> None:
         time.sleep(0.2)
 
 
+def journal_seqs(settings: Settings) -> Counter[int]:
+    """How many records of each journal seq `journal.messages` holds, read to the end of every
+    partition (end-of-partition events, not the watermark Tansu reports wrongly)."""
+    topic = settings.topic("journal.messages")
+    consumer = Consumer(
+        {
+            "bootstrap.servers": settings.broker_bootstrap,
+            "group.id": f"check-{uuid.uuid4().hex[:8]}",  # assigned, never joined nor committed
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    seqs: Counter[int] = Counter()
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        pending = set(partitions)
+        deadline = time.monotonic() + 30
+        while pending:
+            assert time.monotonic() < deadline, f"partitions {pending} of {topic} not read to the end"
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            error = message.error()
+            if error is not None:
+                assert error.code() == KafkaError._PARTITION_EOF, error
+                pending.discard(message.partition())
+                continue
+            seqs[decode_message(message.value()).seq] += 1
+    finally:
+        consumer.close()
+    return seqs
+
+
 def test_operator_commands_against_a_running_node(node: Node, settings: Settings) -> None:
     # the admin API takes the admin token only
     assert httpx.get(f"{node.url}/admin/v1/processors").status_code == 401
@@ -70,9 +110,11 @@ def test_operator_commands_against_a_running_node(node: Node, settings: Settings
     result = node.cli("republish", "--from-seq", "31")
     assert result.exit_code == 1
     assert "past the journal's last seq 30" in result.output
+    assert journal_seqs(settings) == Counter(range(1, 31))
     result = node.cli("republish", "--from-seq", "10")
     assert result.exit_code == 0, result.output
-    assert "republished 21 message(s), seq 10..30" in result.output
+    assert "republished seq 10..30 (21 message(s)): the relay published 21 message(s)" in result.output
+    assert journal_seqs(settings) == Counter({seq: 1 if seq < 10 else 2 for seq in range(1, 31)})
     assert node.cli("verify", "--wait", "30").exit_code == 0
 
     # rebuild: a fresh ClickHouse projection from the topic, swapped in; still matches the journal
@@ -100,7 +142,10 @@ def test_operator_commands_against_a_running_node(node: Node, settings: Settings
     started = time.monotonic()
     result = node.cli("replay", "clickhouse-projection", "--from", "earliest", "--coordinate", "--yes")
     assert result.exit_code == 0, result.output
-    assert "committed 30 -> 0" in result.output.replace("\n", " ") or "-> 0" in result.output
+    plan = re.findall(r"journal\.messages\[(\d+)\]: committed (\d+) -> (\d+)", result.output)
+    assert plan, result.output
+    assert {target for _, _, target in plan} == {"0"}  # every partition back to its start
+    assert sum(int(committed) for _, committed, _ in plan) == 51  # 30 appends + 21 republished
     assert "the node paused and resumed it" in result.output
     assert "processor clickhouse-projection caught up" in result.output
     assert time.monotonic() - started < 60
@@ -127,3 +172,45 @@ def test_commands_say_when_there_is_no_admin_token(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["verify"], env={"MEMSTREAM_DATA_DIR": str(tmp_path)})
     assert result.exit_code == 1
     assert "no admin token" in result.output
+
+
+class LagClient:
+    """The two admin reads `replay`'s follow mode makes, answering scripted states and lags."""
+
+    def __init__(self, answers: list[tuple[str, int]]) -> None:
+        self.answers = answers
+        self.state, self.lag = answers[0]
+
+    def get(self, path: str) -> object:
+        if path == "/admin/v1/processors":
+            self.state, self.lag = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+            return [{"name": "p", "state": self.state}]
+        assert path == "/admin/v1/processors/p/lag"
+        return {"total_lag": self.lag, "partitions": [{"partition": 0, "lag": self.lag}]}
+
+
+def follow(client: LagClient, timeout_s: float) -> tuple[int | None, str]:
+    @click.command()
+    def command() -> None:
+        _follow_lag(client, "p", timeout_s, interval_s=0.01)  # type: ignore[arg-type]
+
+    result = CliRunner().invoke(command, [])
+    return (result.exit_code, result.output)
+
+
+def test_follow_ends_when_caught_up_while_running() -> None:
+    code, output = follow(LagClient([("running", 5), ("paused", 0), ("running", 0)]), 30)
+    assert code == 0 and "processor p caught up" in output
+
+
+def test_follow_ends_with_an_error_when_the_processor_crashed() -> None:
+    code, output = follow(LagClient([("running", 5), ("crashed", 5)]), 30)
+    assert code == 1
+    assert "processor p is crashed in the node: it stopped catching up" in output
+    assert "caught up" not in output.replace("catching up", "")
+
+
+def test_follow_stops_at_its_deadline_under_steady_lag() -> None:
+    code, output = follow(LagClient([("running", 7)]), 0.05)
+    assert code == 0
+    assert "stopped following after 0.05s: processor p is running with lag 7" in output

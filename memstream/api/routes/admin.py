@@ -6,10 +6,13 @@ here, and the admin token does not work on `/v1`.
 
 Long operations answer `application/x-ndjson`: one JSON object per line, `{"progress": {...}}`
 (`memstream.ops.progress.Progress.as_json()`) as they go, then exactly one `{"result": {...}}` or
-`{"error": {"code", "message"}}` line. Input that is invalid from the start (unknown processor, a
-`from_seq` past the journal, a malformed `from`) is refused before streaming with the usual JSON
-error and status. If the client goes away, the operation is cancelled. One operation of each kind
-runs at a time (another answers 409).
+`{"error": {"code", "message"}}` line; while an operation is quiet, an empty line every
+`HEARTBEAT_S` tells the client the node is still there. Input that is invalid from the start
+(unknown processor, a `from_seq` past the journal, a malformed `from`) is refused before streaming
+with the usual JSON error and status. If the client goes away, the operation is cancelled. One
+operation of each kind runs at a time (another answers 409): the kind is taken when the response
+body starts and released when it ends, so a client that disconnects before the body starts
+holds nothing.
 
 - `GET  /admin/v1/processors`: the node's processors, their consumer group, topics and state.
 - `GET  /admin/v1/processors/{name}/lag`: committed vs end offset per partition of its group.
@@ -54,6 +57,9 @@ log = logging.getLogger("memstream.admin")
 
 Rebuilder = Callable[[ProgressCallback], Awaitable[Any]]
 """Runs one rebuild with a progress callback and returns its report (a dataclass)."""
+
+HEARTBEAT_S = 10.0
+"""Longest silence of an operation's stream: an empty line is sent after it (module doc)."""
 
 _bearer = HTTPBearer(auto_error=False, scheme_name="AdminToken", description="The node's admin token.")
 
@@ -128,18 +134,25 @@ def _line(kind: str, body: Any) -> bytes:
     return (json.dumps({kind: body}, default=str) + "\n").encode()
 
 
-async def ndjson(operation: Callable[[ProgressCallback], Awaitable[Any]]) -> AsyncIterator[bytes]:
-    """Run `operation`, yielding its progress lines, then its result or error line (module doc)."""
+async def ndjson(
+    operation: Callable[[ProgressCallback], Awaitable[Any]], *, heartbeat_s: float = HEARTBEAT_S
+) -> AsyncIterator[bytes]:
+    """Run `operation`, yielding its progress lines (an empty line after `heartbeat_s` of silence),
+    then its result or error line (module doc)."""
     queue: asyncio.Queue[Progress] = asyncio.Queue()
     task = asyncio.ensure_future(operation(queue.put_nowait))
     try:
         while not (task.done() and queue.empty()):
             getter = asyncio.ensure_future(queue.get())
-            await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(
+                {getter, task}, timeout=heartbeat_s, return_when=asyncio.FIRST_COMPLETED
+            )
             if getter.done():
                 yield _line("progress", getter.result().as_json())
-            else:
-                getter.cancel()
+                continue
+            getter.cancel()
+            if not done:
+                yield b"\n"
         error = task.exception()
         if error is None:
             yield _line("result", plain(task.result()))
@@ -155,25 +168,39 @@ async def ndjson(operation: Callable[[ProgressCallback], Awaitable[Any]]) -> Asy
                 await task
 
 
-class _Exclusive:
+class Exclusive:
     """At most one operation of each kind at a time."""
 
     def __init__(self) -> None:
         self._busy: set[str] = set()
 
     def stream(self, kind: str, operation: Callable[[ProgressCallback], Awaitable[Any]]) -> StreamingResponse:
+        """The NDJSON response running `operation`; 409 now if a `kind` runs (module doc)."""
+        self._check(kind)
+        return StreamingResponse(self.body(kind, operation), media_type="application/x-ndjson")
+
+    async def body(
+        self, kind: str, operation: Callable[[ProgressCallback], Awaitable[Any]]
+    ) -> AsyncIterator[bytes]:
+        """`ndjson(operation)` holding `kind` from its first step to its end (module doc). When
+        another took `kind` since `stream` checked, the only line is a `conflict` error."""
         if kind in self._busy:
-            raise Conflict(f"a {kind} is already running on this node: wait for it to finish")
+            yield _line("error", {"code": Conflict.code, "message": self._busy_message(kind)})
+            return
         self._busy.add(kind)
+        try:
+            async for line in ndjson(operation):
+                yield line
+        finally:
+            self._busy.discard(kind)
 
-        async def body() -> AsyncIterator[bytes]:
-            try:
-                async for line in ndjson(operation):
-                    yield line
-            finally:
-                self._busy.discard(kind)
+    def _check(self, kind: str) -> None:
+        if kind in self._busy:
+            raise Conflict(self._busy_message(kind))
 
-        return StreamingResponse(body(), media_type="application/x-ndjson")
+    @staticmethod
+    def _busy_message(kind: str) -> str:
+        return f"a {kind} is already running on this node: wait for it to finish"
 
 
 def admin_router(deps: AdminDeps) -> APIRouter:
@@ -188,7 +215,7 @@ def admin_router(deps: AdminDeps) -> APIRouter:
             )
 
     router = APIRouter(prefix="/admin/v1", tags=["admin"], dependencies=[Depends(authorized)])
-    exclusive = _Exclusive()
+    exclusive = Exclusive()
 
     def offsets() -> GroupOffsets:
         return GroupOffsets(deps.settings.broker_bootstrap)

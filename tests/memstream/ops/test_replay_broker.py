@@ -129,6 +129,10 @@ def test_explicit_offsets_are_validated(offsets: GroupOffsets, topic: str, group
         offsets.plan("test", group, {"events": topic}, Offsets(((None, 7, 0),)))
     with pytest.raises(InvalidInput, match="not a source of this processor"):
         offsets.plan("test", group, {"events": topic}, Offsets((("other", 0, 0),)))
+    with pytest.raises(InvalidInput, match=r"\[0\] is given twice in --from '0:5,events:0:9'"):
+        offsets.plan("test", group, {"events": topic}, Offsets(((None, 0, 5), ("events", 0, 9))))
+    with pytest.raises(InvalidInput, match=r"\[1\] is given twice"):  # declared and broker-side names
+        offsets.plan("test", group, {"events": topic}, Offsets((("events", 1, 5), (topic, 1, 9))))
     # the end itself is fine (skip everything)
     plan = offsets.plan("test", group, {"events": topic}, Offsets((("events", 0, PER_PARTITION),)))
     assert plan.partitions[0].target == PER_PARTITION

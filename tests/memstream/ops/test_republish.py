@@ -1,0 +1,83 @@
+"""republish (unit, fake journal and relay): the report counts what the relay published, a rewind
+that published nothing fails, and a relay that makes no progress stops the wait with its error."""
+
+from __future__ import annotations
+
+import pytest
+
+from memstream.config import Settings
+from memstream.ops.progress import Progress
+from memstream.ops.republish import RepublishIncomplete, RepublishStalled, republish
+from memstream.relay import Relay
+
+
+class FakeJournal:
+    def __init__(self, last: int) -> None:
+        self.last = last
+
+    async def last_seq(self) -> int:
+        return self.last
+
+
+class FakeRelay(Relay):
+    """A relay at `cursor` that publishes one message per look at its cursor after the first one
+    while `publishing`; `rewind_works=False` makes a rewind that moves nothing."""
+
+    def __init__(
+        self, journal: FakeJournal, cursor: int, *, publishing: bool = True, rewind_works: bool = True
+    ):
+        super().__init__(journal, Settings())  # type: ignore[arg-type]  # republish uses last_seq only
+        self.at = cursor
+        self.last = journal.last
+        self.publishing = publishing
+        self.rewind_works = rewind_works
+        self.looks = 0
+
+    async def cursor(self) -> int:
+        self.looks += 1
+        if self.publishing and self.looks > 1 and self.at < self.last:
+            self.at += 1
+            self.stats.published += 1
+        return self.at
+
+    async def rewind(self, to_seq: int = 0) -> None:
+        self.stats.rewinds += 1
+        if self.rewind_works:
+            self.at = to_seq
+
+
+async def test_the_report_counts_what_the_relay_published() -> None:
+    journal = FakeJournal(30)
+    relay = FakeRelay(journal, 30)
+    seen: list[Progress] = []
+    report = await republish(journal, relay, 10, progress=seen.append, poll_s=0)  # type: ignore[arg-type]
+    assert (report.from_seq, report.last_seq, report.range_messages) == (10, 30, 21)
+    assert report.published == 21 and report.rewound
+    assert seen[-1].done == seen[-1].total == 21
+
+
+async def test_a_relay_behind_the_range_is_followed_not_rewound() -> None:
+    journal = FakeJournal(30)
+    relay = FakeRelay(journal, 5)
+    report = await republish(journal, relay, 10, poll_s=0)  # type: ignore[arg-type]
+    assert not report.rewound and relay.stats.rewinds == 0
+    assert report.published == 25  # seq 6..30: published for the first time, the range included
+
+
+async def test_a_rewind_that_published_nothing_fails() -> None:
+    journal = FakeJournal(30)
+    relay = FakeRelay(journal, 30, rewind_works=False)
+    with pytest.raises(RepublishIncomplete, match=r"published only 0 of the 21 message\(s\) of seq 10..30"):
+        await republish(journal, relay, 10, poll_s=0)  # type: ignore[arg-type]
+
+
+async def test_a_relay_without_progress_stops_the_wait_with_its_last_error() -> None:
+    journal = FakeJournal(30)
+    relay = FakeRelay(journal, 30, publishing=False)
+    relay.stats.last_error = "KafkaException: broker down"
+    with pytest.raises(RepublishStalled) as raised:
+        await republish(journal, relay, 10, poll_s=0.01, idle_timeout_s=0.2)  # type: ignore[arg-type]
+    message = raised.value.message
+    assert "has not moved from seq 9 for 0.2s" in message
+    assert "last relay error: KafkaException: broker down" in message
+    assert "memstream republish --from-seq 10" in message
