@@ -7,7 +7,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from memstream.config import Settings
-from memstream.ops.rebuild import TopicReader
+from memstream.ops.topic_reader import TopicReader
 from streams.runtime.processor import Record
 
 

@@ -166,6 +166,42 @@ async def _keep_appending(journal: SlateJournal, stop: asyncio.Event) -> None:
         await asyncio.sleep(0.02)
 
 
+async def test_rebuild_completes_under_a_slow_steady_trickle(
+    engines: Engines, journal: SlateJournal, chdb_client: Any, clickhouse_database: str
+) -> None:
+    """A few messages a second: reads are never empty and a batch never fills, yet the tail of the
+    range is inserted and the rebuild completes well within its idle timeout."""
+    store = engines.transcripts()
+    await append(journal, rounds=5)  # 100 messages before the rebuild
+    relay = Relay(journal, engines.settings)
+    stop = asyncio.Event()
+    relaying = asyncio.create_task(relay.run(stop))
+    async with live_projection(engines.settings, store):
+
+        async def trickle() -> None:  # one message every 0.2 s
+            n = 0
+            while not stop.is_set():
+                ref = ThreadRef(environment="test", account_id="acct-0", thread_id="th-trickle")
+                await journal.append(ref, "bot", "user-0", [NewMessage(role="user", content=f"drip {n}")])
+                n += 1
+                await asyncio.sleep(0.2)
+
+        trickling = asyncio.create_task(trickle())
+        await asyncio.sleep(1.0)
+        report = await rebuild_clickhouse(engines, progress=lambda _: None, idle_timeout_s=3.0)
+        stop.set()
+        await trickling
+        await relaying
+        while await relay.run_once():
+            pass
+        total = await journal.last_seq()
+        await eventually(lambda: _count_is(store, total))
+    assert report.details["target_seq"] > 100
+    rows = live_rows(chdb_client, clickhouse_database)
+    assert sorted(r[COLUMNS.index("seq")] for r in rows) == list(range(1, total + 1))
+    await relay.close()
+
+
 async def test_a_topic_missing_seqs_fails_and_leaves_the_live_table_untouched(
     engines: Engines, journal: SlateJournal, chdb_client: Any, clickhouse_database: str
 ) -> None:

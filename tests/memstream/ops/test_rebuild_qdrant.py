@@ -193,6 +193,27 @@ async def test_a_failed_rebuild_leaves_the_live_index_untouched(engines: Engines
     await relay.close()
 
 
+async def test_a_topic_lacking_an_entrys_latest_record_is_named_as_the_reason(
+    engines: Engines, pool: asyncpg.Pool
+) -> None:
+    _, relay, _ = await published_and_projected(engines, pool, 6)
+    before = await payloads(engines)
+    # as if the broker lost the latest record of one entry: Postgres has a version the topic never got
+    entry_id = await pool.fetchval(
+        "UPDATE memory_entries SET version = version + 1 WHERE entry_id = "
+        "(SELECT entry_id FROM memory_entries ORDER BY entry_id LIMIT 1) RETURNING entry_id::text"
+    )
+
+    with pytest.raises(RebuildFailed) as failed:
+        await rebuild_qdrant(engines, progress=lambda _: None, idle_timeout_s=1.5)
+    message = str(failed.value)
+    assert f"lacks the latest record of 1 memory entr(ies) (e.g. {entry_id})" in message
+    assert "unpublished" not in message and "relay running" not in message
+    assert await payloads(engines) == before
+    assert await edge(engines).generation() == ""
+    await relay.close()
+
+
 async def test_needs_the_nodes_pool(settings: Settings) -> None:
     with pytest.raises(RebuildFailed, match="needs the node's Postgres pool"):
         await rebuild_qdrant(Engines(settings), progress=lambda _: None)

@@ -1,0 +1,148 @@
+"""The read loop of `rebuild clickhouse`: `journal.messages` into a transcript table until it holds
+every seq of a range.
+
+The journal numbers messages 1, 2, ... without gaps, so "complete" is a fact about seqs, not about
+the broker's (unreliable) high watermark: a bitmap of the seqs inserted so far.
+
+Contract of `JournalReading.run(phase, table, lo, hi)`:
+- Every record read is decoded with the projection's pure `processors.clickhouse_projection.decode`
+  (an undecodable one is counted in `details["invalid"]` and skipped) and inserted into `table`
+  (None: the live table), whatever its seq: inserts are idempotent.
+- Rows are inserted in batches: when `batch_size` are pending, when a read came back empty, when
+  the oldest pending row has waited `flush_every_s`, and at once when the pending rows complete
+  lo..hi. So a slow, steady trickle of records is inserted within `flush_every_s` and never waits
+  for a full batch.
+- It returns once every seq of lo..hi was inserted (an insert returns once stored).
+- Progress is a seq of lo..hi read for the first time. With none for `idle_timeout_s` (records of
+  other seqs, e.g. later appends, do not count: they cannot complete the range) it inserts what it
+  has read and raises RebuildFailed with the first seq still missing and why, judged from the
+  relay's cursor (the last seq it published): the relay has not published that seq yet, or it
+  has and the topic lacks it (a broker that lost its data: `memstream republish --from-seq N`).
+  Rows read are never dropped, so a failed catch-up into the live table leaves in it all it read.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from memstream.ops.rebuild_base import RebuildFailed, Reporter, Stall
+from memstream.ops.topic_reader import RecordSource
+from processors import clickhouse_projection
+from sinks.clickhouse.base import TranscriptRow, TranscriptStore
+from streams.runtime.processor import InvalidMessage
+
+log = logging.getLogger("memstream.ops.rebuild")
+
+FLUSH_EVERY_S = 0.5
+"""The longest a row read waits for its batch to fill before it is inserted."""
+
+
+class SeqSet:
+    """Which seqs were seen (a bitmap growing with the largest seq added)."""
+
+    def __init__(self) -> None:
+        self._bits = bytearray(1)
+
+    def add(self, seq: int) -> None:
+        if seq >= len(self._bits):
+            self._bits.extend(bytes(max(seq + 1 - len(self._bits), len(self._bits))))
+        if seq >= 1:
+            self._bits[seq] = 1
+
+    def __contains__(self, seq: int) -> bool:
+        return 1 <= seq < len(self._bits) and self._bits[seq] == 1
+
+    def count_in(self, lo: int, hi: int) -> int:
+        """How many of lo..hi (inclusive) were seen."""
+        return self._bits.count(1, max(lo, 1), hi + 1)
+
+    def first_missing(self, lo: int, hi: int) -> int | None:
+        """The smallest seq of lo..hi not seen (None if all were)."""
+        for seq in range(max(lo, 1), hi + 1):
+            if seq not in self:
+                return seq
+        return None
+
+
+@dataclass
+class JournalReading:
+    """Reads `journal.messages` into the store, remembering which seqs it inserted (module doc).
+    `published`: the relay's cursor, the last journal seq it published."""
+
+    reader: RecordSource
+    store: TranscriptStore
+    published: Callable[[], Awaitable[int]]
+    report: Reporter
+    batch_size: int
+    idle_timeout_s: float
+    details: dict[str, int]
+    flush_every_s: float = FLUSH_EVERY_S
+    inserted: SeqSet = field(default_factory=SeqSet)
+
+    async def run(self, phase: str, table: str | None, lo: int, hi: int) -> None:
+        """Insert what the topic gives into `table` (None: the live one) until every seq lo..hi
+        was inserted (module doc); RebuildFailed when no seq of lo..hi not read before arrives for
+        `idle_timeout_s`."""
+        total = max(0, hi - lo + 1)
+        done = self.inserted.count_in(lo, hi)
+        self.report(phase, done, total, force=True)
+        stall = Stall(self.idle_timeout_s)
+        pending: list[TranscriptRow] = []
+        fresh: set[int] = set()  # seqs of lo..hi among `pending`, not inserted before
+        oldest = 0.0  # when the oldest pending row was read
+        while done < total:
+            records = await self.reader.read()
+            self.details["records"] += len(records)
+            for record in records:
+                try:
+                    row = clickhouse_projection.decode(record)
+                except InvalidMessage as exc:
+                    self.details["invalid"] += 1
+                    log.warning("rebuild clickhouse: skipping %s: %s", record.position, exc)
+                    continue
+                if not pending:
+                    oldest = time.monotonic()
+                pending.append(row)
+                if lo <= row.seq <= hi and row.seq not in self.inserted and row.seq not in fresh:
+                    fresh.add(row.seq)
+                    stall.progressed()
+            if pending and (
+                done + len(fresh) >= total
+                or len(pending) >= self.batch_size
+                or not records
+                or time.monotonic() - oldest >= self.flush_every_s
+            ):
+                await self._insert(pending, table)
+                pending, fresh = [], set()
+                done = self.inserted.count_in(lo, hi)
+            if done < total and stall.stalled:
+                if pending:
+                    await self._insert(pending, table)
+                raise await self._stalled(lo, hi)
+            self.report(phase, done, total, records=float(self.details["records"]))
+        self.report(phase, done, total, force=True)
+
+    async def _insert(self, rows: list[TranscriptRow], table: str | None) -> None:
+        await self.store.insert(rows, table=table)
+        for row in rows:
+            self.inserted.add(row.seq)
+        self.details["inserted"] += len(rows)
+
+    async def _stalled(self, lo: int, hi: int) -> RebuildFailed:
+        missing = self.inserted.first_missing(lo, hi)
+        assert missing is not None  # the range is not complete
+        published = await self.published()
+        topic = self.reader.topic
+        waited = f"for {self.idle_timeout_s:g}s {topic} brought none of the seqs still missing"
+        if published < missing:
+            return RebuildFailed(
+                f"the relay has published the journal up to seq {published} of {hi}: is it running (and "
+                f"the broker reachable)? {waited}."
+            )
+        return RebuildFailed(
+            f"the topic {topic} lacks seq {missing} (the relay published up to {published}; {waited}): "
+            f"run `memstream republish --from-seq {missing}`, then rebuild again."
+        )
