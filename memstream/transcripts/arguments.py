@@ -3,6 +3,8 @@ one argument at a time so that every problem raises `InvalidInput` naming the ar
 (`field="arguments.limit"`) with a message that says what is allowed.
 
 Types are strict: `true` is not an integer, `1` is not a boolean, `"5"` is not a number.
+An optional argument sent as JSON `null` counts as absent (models often send every argument,
+with null for the ones they do not use); a required one must have a value.
 """
 
 from __future__ import annotations
@@ -88,8 +90,8 @@ def id_value(name: str, value: object) -> str:
 
 
 def choice(args: Mapping[str, Any], name: str, options: Sequence[T], default: T) -> T:
-    """One of `options` (default when absent)."""
-    if name not in args:
+    """One of `options` (default when absent or null)."""
+    if args.get(name) is None:
         return default
     value = args[name]
     for option in options:
@@ -101,11 +103,17 @@ def choice(args: Mapping[str, Any], name: str, options: Sequence[T], default: T)
 
 
 def integer(args: Mapping[str, Any], name: str, *, default: int, minimum: int, maximum: int | None) -> int:
-    """An integer in [minimum, maximum] (default when absent). Out of range is an error, never
-    capped silently."""
-    if name not in args:
-        return default
-    value = args[name]
+    """An integer in [minimum, maximum] (default when absent or null). Out of range is an error,
+    never capped silently."""
+    value = optional_integer(args, name, minimum=minimum, maximum=maximum)
+    return default if value is None else value
+
+
+def optional_integer(args: Mapping[str, Any], name: str, *, minimum: int, maximum: int | None) -> int | None:
+    """An integer in [minimum, maximum], or None when absent or null."""
+    value = args.get(name)
+    if value is None:
+        return None
     if isinstance(value, float) and value.is_integer():
         value = int(value)  # JSON has one number type: 10.0 is 10
     if isinstance(value, bool) or not isinstance(value, int):
@@ -118,8 +126,8 @@ def integer(args: Mapping[str, Any], name: str, *, default: int, minimum: int, m
 
 
 def boolean(args: Mapping[str, Any], name: str, *, default: bool) -> bool:
-    """`true` or `false` (default when absent); no other value counts as a boolean."""
-    if name not in args:
+    """`true` or `false` (default when absent or null); no other value counts as a boolean."""
+    if args.get(name) is None:
         return default
     value = args[name]
     if not isinstance(value, bool):

@@ -4,11 +4,13 @@ byte-range pages of at most MAX_PAGE_BYTES.
 Arguments (`parse_view_arguments`; each problem is an `InvalidInput` naming the argument):
 `tool_call_id` (required, an id), `part` `result` (default) | `arguments`, `offset` (UTF-8
 bytes, >= 0, default 0), `length` (1..MAX_PAGE_BYTES, default MAX_PAGE_BYTES), `thread_id`
-(optional: the thread holding the call).
+(optional: the thread holding the call), `occurrence` (optional, >= 1: which call with this id
+in the thread, module doc). Optional arguments sent as null count as absent.
 
-Result: tool_call_id, thread_id, tool_name, part, offset, `length` (bytes returned),
-total_bytes, `next_offset` (pass it as `offset` for the next page; null at the end) and
-`content` (the text of the page). Pages never split a UTF-8 character: a page that would end
+Result: tool_call_id, thread_id, tool_name, part, `occurrence` and `occurrences` (which call of
+how many with this id in the thread), offset, `length` (bytes returned), total_bytes,
+`next_offset` (pass it as `offset` for the next page; null at the end) and `content` (the text
+of the page). Pages never split a UTF-8 character: a page that would end
 inside one ends before it (`length` is then smaller than asked, and `next_offset` points at the
 character). An `offset` inside a character, an `offset` past the end, or a `length` too small
 for the character at `offset` are `InvalidInput` errors saying what to send instead.
@@ -18,6 +20,14 @@ unknown in the scope is `ToolCallNotFound` (404 `tool_call_not_found`); a call w
 asked for (no result recorded) is `ToolCallPartNotFound`; the same id in several threads picks
 the caller's current thread when it is one of them, else `AmbiguousToolCall` (409) lists the
 threads (up to MAX_LISTED_THREADS) and asks for `thread_id`.
+
+A repeated id within one thread is several calls (some servers emit `call_0` every turn;
+`sinks/clickhouse/tool_calls.py` pairs each call with its result): they are numbered from 1 in
+the order of the thread, and the view reads the most recent one unless `occurrence` names
+another (an occurrence the thread does not have is `ToolCallNotFound`). The size and the bytes
+of a page always come from the same message. A page that comes back shorter than the size
+promised (the projection was rebuilt between the lookup and the read) is `ToolCallChanged`
+(409): read again from offset 0.
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ from memstream.transcripts.arguments import (
     id_value,
     integer,
     optional_id,
+    optional_integer,
 )
 from memstream.transcripts.context import JournalContext
 from sinks.clickhouse.base import ToolCallInfo, ToolCallPart, TranscriptStore
@@ -41,7 +52,7 @@ VIEW = "journal_tool_call_view"
 MAX_PAGE_BYTES = 32_768
 MAX_LISTED_THREADS = 10
 PARTS: tuple[ToolCallPart, ...] = ("result", "arguments")
-VIEW_ARGUMENTS = ("tool_call_id", "part", "offset", "length", "thread_id")
+VIEW_ARGUMENTS = ("tool_call_id", "part", "offset", "length", "thread_id", "occurrence")
 _LOOKBACK = 3  # a UTF-8 character is at most 4 bytes: its start is at most 3 bytes back
 
 
@@ -57,6 +68,10 @@ class AmbiguousToolCall(Conflict):
     code = "ambiguous_tool_call"
 
 
+class ToolCallChanged(Conflict):
+    code = "tool_call_changed"
+
+
 @dataclass(frozen=True)
 class ViewArgs:
     tool_call_id: str
@@ -64,6 +79,7 @@ class ViewArgs:
     offset: int = 0
     length: int = MAX_PAGE_BYTES
     thread_id: str | None = None
+    occurrence: int | None = None  # None: the most recent call with the id in the thread
 
 
 def parse_view_arguments(arguments: str | Mapping[str, Any]) -> ViewArgs:
@@ -77,6 +93,7 @@ def parse_view_arguments(arguments: str | Mapping[str, Any]) -> ViewArgs:
         offset=integer(args, "offset", default=0, minimum=0, maximum=None),
         length=integer(args, "length", default=MAX_PAGE_BYTES, minimum=1, maximum=MAX_PAGE_BYTES),
         thread_id=optional_id(args, "thread_id"),
+        occurrence=optional_integer(args, "occurrence", minimum=1, maximum=None),
     )
 
 
@@ -125,7 +142,8 @@ def character_start(before: bytes, offset: int) -> int:
 
 
 def choose_call(calls: Sequence[ToolCallInfo], args: ViewArgs, context: JournalContext) -> ToolCallInfo:
-    """The one call the arguments mean (module doc: not found, current thread, ambiguity)."""
+    """The one call the arguments mean (module doc: not found, current thread, ambiguity, the
+    occurrence within the thread). `calls` are most recent first."""
     if not calls:
         where = "the threads" if args.thread_id is None else f"thread {args.thread_id!r}"
         user = f" for user {context.scope.user_id!r}" if context.scope.user_id is not None else ""
@@ -133,19 +151,34 @@ def choose_call(calls: Sequence[ToolCallInfo], args: ViewArgs, context: JournalC
             f"no tool call {args.tool_call_id!r} in {where} of agent {context.scope.agent_id!r}{user}: "
             "check the id (it is the `id` of the tool call in the assistant message)"
         )
-    if len(calls) == 1:
-        return calls[0]
-    for call in calls:
-        if call.thread_id == context.thread_id:
+    threads = list(dict.fromkeys(call.thread_id for call in calls))
+    if len(threads) == 1:
+        thread_id = threads[0]
+    elif context.thread_id in threads:
+        thread_id = context.thread_id
+    else:
+        shown = ", ".join(threads[:MAX_LISTED_THREADS]) + (
+            f" and {len(threads) - MAX_LISTED_THREADS} more" if len(threads) > MAX_LISTED_THREADS else ""
+        )
+        raise AmbiguousToolCall(
+            f"tool call id {args.tool_call_id!r} occurs in {len(threads)} threads ({shown}): pass "
+            "`thread_id` to say which one"
+        )
+    in_thread = [call for call in calls if call.thread_id == thread_id]
+    if args.occurrence is None:
+        return max(in_thread, key=lambda call: call.occurrence)
+    for call in in_thread:
+        if call.occurrence == args.occurrence:
             return call
-    threads = [call.thread_id for call in calls]
-    shown = ", ".join(threads[:MAX_LISTED_THREADS]) + (
-        f" and {len(threads) - MAX_LISTED_THREADS} more" if len(threads) > MAX_LISTED_THREADS else ""
+    raise ToolCallNotFound(
+        f"thread {thread_id!r} has {len(in_thread)} tool call(s) with id {args.tool_call_id!r}: "
+        f"occurrence must be 1..{len(in_thread)} (omit it for the most recent), got {args.occurrence}"
     )
-    raise AmbiguousToolCall(
-        f"tool call id {args.tool_call_id!r} occurs in {len(threads)} threads ({shown}): pass "
-        "`thread_id` to say which one"
-    )
+
+
+def occurrences(calls: Sequence[ToolCallInfo], call: ToolCallInfo) -> int:
+    """How many calls with `call`'s id its thread has."""
+    return sum(1 for other in calls if other.thread_id == call.thread_id)
 
 
 class ToolCallViewer:
@@ -159,7 +192,7 @@ class ToolCallViewer:
         return await self.view(parse_view_arguments(arguments), context)
 
     async def view(self, args: ViewArgs, context: JournalContext) -> dict[str, Any]:
-        calls = await self._store.tool_call(context.scope, args.tool_call_id, thread_id=args.thread_id)
+        calls = await self._lookup(args, context)
         call = choose_call(calls, args, context)
         present = call.result_offset if args.part == "result" else call.call_offset
         if present is None:
@@ -176,6 +209,14 @@ class ToolCallViewer:
         chunk = b""
         if args.offset < total:
             chunk = await self._read(context, call, args, args.offset, args.length)
+            expected = min(args.length, total - args.offset)
+            if len(chunk) != expected:
+                raise ToolCallChanged(
+                    f"the {args.part} of tool call {args.tool_call_id!r} in thread {call.thread_id!r} "
+                    f"changed while it was read ({len(chunk)} bytes at offset {args.offset} where "
+                    f"{expected} were expected; the transcript projection was probably rebuilt): "
+                    "read it again from offset 0"
+                )
             await self._check_start(context, call, args, chunk)
             if args.offset + len(chunk) < total:
                 keep = complete_prefix(chunk)
@@ -193,6 +234,8 @@ class ToolCallViewer:
             "thread_id": call.thread_id,
             "tool_name": call.tool_name,
             "part": args.part,
+            "occurrence": call.occurrence,
+            "occurrences": occurrences(calls, call),
             "offset": args.offset,
             "length": len(chunk),
             "total_bytes": total,
@@ -200,12 +243,19 @@ class ToolCallViewer:
             "content": chunk.decode("utf-8"),
         }
 
+    async def _lookup(self, args: ViewArgs, context: JournalContext) -> list[ToolCallInfo]:
+        """The calls with the id: in `thread_id` when given; else in the caller's thread when it
+        has any (the common case, one small read), else in every thread of the scope."""
+        if args.thread_id is None and context.thread_id is not None:
+            here = await self._store.tool_call(context.scope, args.tool_call_id, thread_id=context.thread_id)
+            if here:
+                return here
+        return await self._store.tool_call(context.scope, args.tool_call_id, thread_id=args.thread_id)
+
     async def _read(
         self, context: JournalContext, call: ToolCallInfo, args: ViewArgs, offset: int, length: int
     ) -> bytes:
-        return await self._store.tool_call_bytes(
-            context.scope, call.thread_id, call.tool_call_id, args.part, offset, length
-        )
+        return await self._store.tool_call_bytes(context.scope, call, args.part, offset, length)
 
     async def _check_start(
         self, context: JournalContext, call: ToolCallInfo, args: ViewArgs, chunk: bytes

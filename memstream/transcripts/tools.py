@@ -86,7 +86,10 @@ VIEW_SPEC = ToolSpec(
         name=VIEW,
         description="Read the full result (or arguments) of an earlier tool call by its id, page by "
         f"page: at most {MAX_PAGE_BYTES} bytes per call. Keep calling with offset=next_offset until "
-        "next_offset is null to read everything.",
+        "next_offset is null to read everything. An id can repeat within a conversation (some servers "
+        "reuse ids such as call_0 every turn): each repetition is a separate call; the most recent one "
+        "is read unless `occurrence` picks another, and the result says which (`occurrence` of "
+        "`occurrences`).",
         parameters=_schema(
             {
                 "tool_call_id": {
@@ -123,6 +126,13 @@ VIEW_SPEC = ToolSpec(
                     "maxLength": 128,
                     "description": "The conversation holding the call; needed only when the same id "
                     "occurs in several conversations.",
+                },
+                "occurrence": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "Which call with this id in the conversation, when the id repeats "
+                    "there: 1 is the first; omit it for the most recent. Keep the same value while "
+                    "paging.",
                 },
             },
             ["tool_call_id"],

@@ -8,8 +8,11 @@ engine (`chdb:///DIR`, in-process: one process owns a data path) and a ClickHous
 
 Rows are identified by (environment, account_id, thread_id, offset): inserting the same message
 again (redelivery, replay, rebuild) never makes it appear twice in any read of this interface.
-Every read is scoped to one tenant (environment, account, agent and, when given, user); query
-text is always a bound parameter, never spliced into SQL.
+The reads the transcript tools make (`search`, `tool_call`, `tool_call_bytes`) are scoped to one
+tenant (environment, account, agent and, when given, user); query text is always a bound
+parameter, never spliced into SQL. `thread_counts` (one environment, every account) and
+`row_count` (the whole table) are operator reads for `memstream verify` and `memstream rebuild`,
+never reachable from a tenant's request.
 """
 
 from __future__ import annotations
@@ -72,7 +75,11 @@ class MessageHit:
 
 @dataclass(frozen=True)
 class ToolCallInfo:
-    """Where a tool call lives and how large its parts are (UTF-8 bytes)."""
+    """One tool call: where its messages are and how large its parts are (UTF-8 bytes).
+
+    A tool-call id may repeat within a thread (some servers emit `call_0` every turn): each
+    repetition is a call of its own (`sinks/clickhouse/tool_calls.py` pairs the messages), and
+    `occurrence` numbers the calls with the same id in the thread, from 1 in offset order."""
 
     tool_call_id: str
     thread_id: str
@@ -81,7 +88,8 @@ class ToolCallInfo:
     result_offset: int | None  # offset of the tool message carrying the result (None if absent)
     arguments_bytes: int
     result_bytes: int
-    created_at: datetime
+    created_at: datetime  # of the call's first message
+    occurrence: int  # 1 = the first call with this id in the thread
 
 
 @dataclass(frozen=True)
@@ -123,25 +131,30 @@ class TranscriptStore(Protocol):
     async def tool_call(
         self, scope: TranscriptScope, tool_call_id: str, *, thread_id: str | None = None
     ) -> list[ToolCallInfo]:
-        """Every tool call with this id in the scope (one per thread; most recent first)."""
+        """Every tool call with this id in the scope, optionally within one thread: one entry
+        per call (several per thread when the id repeats there), most recent first."""
 
     async def tool_call_bytes(
         self,
         scope: TranscriptScope,
-        thread_id: str,
-        tool_call_id: str,
+        call: ToolCallInfo,
         part: ToolCallPart,
         offset: int,
         length: int,
     ) -> bytes:
-        """Bytes [offset, offset+length) of the UTF-8 text of the call's arguments or result
-        (fewer at the end; b"" past it). Read in the store, not by loading the whole text."""
+        """Bytes [offset, offset+length) of the UTF-8 text of `call`'s arguments or result
+        (fewer at the end; b"" past it), read from the very message `call` names
+        (`call_offset` for the arguments, `result_offset` for the result: the message its
+        `*_bytes` size was measured on), in `scope`. ValueError when `call` has no message for
+        `part`. Read in the store, not by loading the whole text."""
 
     async def thread_counts(self, environment: str, *, table: str | None = None) -> list[ThreadCount]:
-        """Per-thread message counts of every thread of the environment."""
+        """Per-thread message counts of every thread of the environment, every account
+        (operator read, for `memstream verify`: not scoped to a tenant)."""
 
     async def row_count(self, *, table: str | None = None) -> int:
-        """Distinct messages stored (after deduplication)."""
+        """Distinct messages stored in the whole table, every environment and account (after
+        deduplication; operator read, for `memstream rebuild`: not scoped to a tenant)."""
 
     async def create_rebuild_table(self) -> str:
         """A fresh, empty table with the live table's schema; returns its name."""

@@ -10,8 +10,8 @@ transcript tools and by data teams (README, "Transcript projection (ClickHouse) 
   is dedup-safe before that (`LIMIT 1 BY` the key, `uniqExact` over it, or `FINAL`);
 - `PARTITION BY toYYYYMM(created_at)`: time-range queries prune months;
 - a `text` index on `content` (tokens split on non-alphanumeric ASCII characters, lower-cased by
-  the `lowerUTF8` preprocessor: search tokens must be given in lower case) and a bloom filter
-  on `tool_call_id`;
+  the `lowerUTF8` preprocessor: search tokens must be lower-cased the same way, in SQL, e.g.
+  `tokens(lowerUTF8(q), 'splitByNonAlpha')`) and a bloom filter on `tool_call_id`;
 - `fsync_after_insert = 1`, `fsync_part_directory = 1`: an insert returns only once its part is
   on disk, so the processor commits offsets only for rows that survive a machine crash (the cost
   is small at the processor's batch sizes);

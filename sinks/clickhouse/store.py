@@ -57,6 +57,7 @@ from sinks.clickhouse.schema import (
     create_table,
     create_view,
 )
+from sinks.clickhouse.tool_calls import ToolCallMessage, group_calls
 
 log = logging.getLogger("memstream.clickhouse")
 
@@ -67,6 +68,14 @@ _TOKEN_SPLIT_RE = re.compile(r"[\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]+")
 a digit (non-ASCII characters belong to tokens)."""
 
 MAX_QUERY_TOKENS = 64
+
+QUERY_TOKENS_SQL = (
+    "arraySlice(arrayDistinct(tokens(lowerUTF8({query:String}), 'splitByNonAlpha')), 1, "
+    f"{MAX_QUERY_TOKENS})"
+)
+"""The search tokens of the bound `query`, made in SQL exactly as the content index makes its
+tokens (`lowerUTF8`, then `splitByNonAlpha`): the distinct ones, in order, at most 64. Lower-casing
+in Python instead would disagree with the server's Unicode tables for some characters."""
 
 # ClickHouse error codes that mean "try again later" rather than "this request is wrong"
 _TRANSIENT_CODES = frozenset(
@@ -101,16 +110,9 @@ def _shared_chdb_executor() -> ThreadPoolExecutor:
         return _chdb_executor
 
 
-def query_tokens(query: str) -> list[str]:
-    """The distinct lower-cased tokens of `query`, in order of appearance (at most 64): what the
-    content index holds for the same text."""
-    seen: dict[str, None] = {}
-    for token in _TOKEN_SPLIT_RE.split(query.lower()):
-        if token and token not in seen:
-            seen[token] = None
-            if len(seen) == MAX_QUERY_TOKENS:
-                break
-    return list(seen)
+def has_query_tokens(query: str) -> bool:
+    """True when `query` has at least one token (a letter, a digit or a non-ASCII character)."""
+    return any(_TOKEN_SPLIT_RE.split(query))
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -317,22 +319,21 @@ class ClickHouseTranscriptStore:
         thread_id: str | None = None,
         limit: int = 10,
     ) -> list[MessageHit]:
-        tokens = query_tokens(query)
-        if not tokens or limit < 1:
+        if not has_query_tokens(query) or limit < 1:
             return []
-        params: dict[str, Any] = {"tokens": tokens, "limit": limit}
+        params: dict[str, Any] = {"query": query, "limit": limit}
         where = _scope_filter(scope, params)
         if thread_id is not None:
             params["thread_id"] = thread_id
             where += " AND thread_id = {thread_id:String}"
         sql = f"""
+WITH {QUERY_TOKENS_SQL} AS query_tokens
 SELECT thread_id, message_id, offset, role, content, created_at,
-       arrayCount(t -> has(tokens(lowerUTF8(content), 'splitByNonAlpha'), t),
-                  {{tokens:Array(String)}}) AS score
+       arrayCount(t -> has(tokens(lowerUTF8(content), 'splitByNonAlpha'), t), query_tokens) AS score
 FROM {self._table(None)}
 WHERE {where}
   AND role IN ('user', 'assistant')
-  AND hasAnyTokens(content, {{tokens:Array(String)}})
+  AND hasAnyTokens(content, query_tokens)
 ORDER BY score DESC, created_at DESC, thread_id, offset
 LIMIT 1 BY thread_id, offset
 LIMIT {{limit:UInt32}}
@@ -359,46 +360,36 @@ LIMIT {{limit:UInt32}}
         if thread_id is not None:
             params["thread_id"] = thread_id
             where += " AND thread_id = {thread_id:String}"
+        # only positions and sizes leave the store; `group_calls` pairs calls with results
         sql = f"""
-SELECT thread_id,
-       anyIf(tool_name, role = 'assistant' AND tool_name IS NOT NULL) AS call_name,
-       anyIf(tool_name, tool_name IS NOT NULL) AS any_name,
-       countIf(role = 'assistant') > 0 AS has_call,
-       minIf(offset, role = 'assistant') AS call_offset,
-       countIf(role = 'tool') > 0 AS has_result,
-       minIf(offset, role = 'tool') AS result_offset,
-       maxIf(length(ifNull(tool_arguments, '')), role = 'assistant') AS arguments_bytes,
-       maxIf(length(ifNull(tool_result, '')), role = 'tool') AS result_bytes,
-       min(created_at) AS first_at
-FROM (
-    SELECT thread_id, offset, role, tool_name, tool_arguments, tool_result, created_at
-    FROM {self._table(None)}
-    WHERE {where} AND tool_call_id = {{tool_call_id:String}}
-    LIMIT 1 BY thread_id, offset
-)
-GROUP BY thread_id
-ORDER BY max(created_at) DESC, thread_id
+SELECT thread_id, offset, role, tool_name,
+       length(ifNull(tool_arguments, '')), length(ifNull(tool_result, '')), created_at
+FROM {self._table(None)}
+WHERE {where} AND tool_call_id = {{tool_call_id:String}} AND role IN ('assistant', 'tool')
+ORDER BY thread_id, offset
+LIMIT 1 BY thread_id, offset
 """
         result = await self._run("tool call lookup", lambda c: c.query(sql, parameters=params).result_rows)
-        return [
-            ToolCallInfo(
-                tool_call_id=tool_call_id,
-                thread_id=row[0],
-                tool_name=row[1] if row[1] is not None else row[2],
-                call_offset=int(row[4]) if row[3] else None,
-                result_offset=int(row[6]) if row[5] else None,
-                arguments_bytes=int(row[7]),
-                result_bytes=int(row[8]),
-                created_at=_utc(row[9]),
-            )
-            for row in result
-        ]
+        return group_calls(
+            tool_call_id,
+            (
+                ToolCallMessage(
+                    thread_id=row[0],
+                    offset=int(row[1]),
+                    role=str(row[2]),
+                    tool_name=row[3],
+                    arguments_bytes=int(row[4]),
+                    result_bytes=int(row[5]),
+                    created_at=_utc(row[6]),
+                )
+                for row in result
+            ),
+        )
 
     async def tool_call_bytes(
         self,
         scope: TranscriptScope,
-        thread_id: str,
-        tool_call_id: str,
+        call: ToolCallInfo,
         part: ToolCallPart,
         offset: int,
         length: int,
@@ -407,24 +398,30 @@ ORDER BY max(created_at) DESC, thread_id
             raise ValueError("offset and length must be >= 0")
         if part not in ("arguments", "result"):
             raise ValueError(f"part must be 'arguments' or 'result', not {part!r}")
+        column, role, message_offset = (
+            ("tool_arguments", "assistant", call.call_offset)
+            if part == "arguments"
+            else ("tool_result", "tool", call.result_offset)
+        )
+        if message_offset is None:
+            raise ValueError(f"tool call {call.tool_call_id!r} has no message holding its {part}")
         if length == 0:
             return b""
-        column, role = ("tool_arguments", "assistant") if part == "arguments" else ("tool_result", "tool")
         params: dict[str, Any] = {
-            "thread_id": thread_id,
-            "tool_call_id": tool_call_id,
+            "thread_id": call.thread_id,
+            "message_offset": message_offset,
+            "tool_call_id": call.tool_call_id,
             "role": role,
             "start": offset + 1,
             "length": length,
         }
         where = _scope_filter(scope, params)
-        # substring() counts bytes: only the requested page leaves the store
+        # the one message the size was measured on; substring() counts bytes: only the page leaves
         sql = f"""
 SELECT substring(ifNull({column}, ''), {{start:UInt64}}, {{length:UInt64}})
 FROM {self._table(None)}
-WHERE {where} AND thread_id = {{thread_id:String}} AND tool_call_id = {{tool_call_id:String}}
-  AND role = {{role:String}}
-ORDER BY offset
+WHERE {where} AND thread_id = {{thread_id:String}} AND offset = {{message_offset:UInt64}}
+  AND tool_call_id = {{tool_call_id:String}} AND role = {{role:String}}
 LIMIT 1
 """
         rows = await self._run(

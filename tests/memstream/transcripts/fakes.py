@@ -26,6 +26,7 @@ from sinks.clickhouse.base import (
     TranscriptRow,
     TranscriptScope,
 )
+from sinks.clickhouse.tool_calls import ToolCallMessage, group_calls
 
 _SPLIT = re.compile(r"[^0-9A-Za-z\u0080-\U0010ffff]+")
 
@@ -91,41 +92,37 @@ class FakeTranscriptStore:
     async def tool_call(
         self, scope: TranscriptScope, tool_call_id: str, *, thread_id: str | None = None
     ) -> list[ToolCallInfo]:
-        threads: dict[str, list[TranscriptRow]] = {}
-        for row in self._calls(scope, tool_call_id):
-            if thread_id is None or row.thread_id == thread_id:
-                threads.setdefault(row.thread_id, []).append(row)
-        out = []
-        for tid, rows in threads.items():
-            call = next((r for r in rows if r.role == "assistant"), None)
-            result = next((r for r in rows if r.role == "tool"), None)
-            out.append(
-                ToolCallInfo(
-                    tool_call_id=tool_call_id,
-                    thread_id=tid,
-                    tool_name=call.tool_name if call is not None else None,
-                    call_offset=call.offset if call is not None else None,
-                    result_offset=result.offset if result is not None else None,
-                    arguments_bytes=len((call.tool_arguments or "").encode()) if call is not None else 0,
-                    result_bytes=len((result.tool_result or "").encode()) if result is not None else 0,
-                    created_at=min(r.created_at for r in rows),
+        return group_calls(
+            tool_call_id,
+            (
+                ToolCallMessage(
+                    thread_id=r.thread_id,
+                    offset=r.offset,
+                    role=r.role,
+                    tool_name=r.tool_name,
+                    arguments_bytes=len((r.tool_arguments or "").encode()),
+                    result_bytes=len((r.tool_result or "").encode()),
+                    created_at=r.created_at,
                 )
-            )
-        return sorted(out, key=lambda i: i.created_at, reverse=True)
+                for r in self._calls(scope, tool_call_id)
+                if thread_id is None or r.thread_id == thread_id
+            ),
+        )
 
     async def tool_call_bytes(
         self,
         scope: TranscriptScope,
-        thread_id: str,
-        tool_call_id: str,
+        call: ToolCallInfo,
         part: ToolCallPart,
         offset: int,
         length: int,
     ) -> bytes:
         self.reads.append((offset, length))
-        role = "tool" if part == "result" else "assistant"
-        for row in self._calls(scope, tool_call_id):
-            if row.thread_id == thread_id and row.role == role:
+        role, at = ("tool", call.result_offset) if part == "result" else ("assistant", call.call_offset)
+        if at is None:
+            raise ValueError(f"no {part} message")
+        for row in self._calls(scope, call.tool_call_id):
+            if (row.thread_id, row.offset, row.role) == (call.thread_id, at, role):
                 text = (row.tool_result if part == "result" else row.tool_arguments) or ""
                 return text.encode()[offset : offset + length]
         return b""

@@ -22,6 +22,17 @@ def test_search_defaults_and_json_text() -> None:
     assert parse_search_arguments({"query": "x", "limit": 5.0}).limit == 5  # JSON's one number type
 
 
+def test_null_optional_arguments_count_as_absent() -> None:
+    """Models often send every argument, with null for the unused ones."""
+    nulls = '{"query": "refund", "scope": null, "limit": null, "summarize": null}'
+    assert parse_search_arguments(nulls) == SearchArgs(query="refund")
+    every = {"part": None, "offset": None, "length": None, "thread_id": None, "occurrence": None}
+    assert parse_view_arguments({"tool_call_id": "c", **every}) == ViewArgs(tool_call_id="c")
+    with pytest.raises(InvalidInput, match=r"arguments\.tool_call_id: required") as info:
+        parse_view_arguments({"tool_call_id": None, **every})
+    assert info.value.field == "arguments.tool_call_id"
+
+
 @pytest.mark.parametrize(
     ("arguments", "field", "message"),
     [
@@ -39,7 +50,6 @@ def test_search_defaults_and_json_text() -> None:
             "arguments.scope",
             "must be one of 'current_thread', 'all_threads'",
         ),
-        ({"query": "x", "scope": None}, "arguments.scope", "got null"),
         ({"query": "x", "limit": 0}, "arguments.limit", "must be 1..50, got 0"),
         ({"query": "x", "limit": 51}, "arguments.limit", "must be 1..50, got 51"),
         ({"query": "x", "limit": -3}, "arguments.limit", "must be 1..50, got -3"),
@@ -48,7 +58,6 @@ def test_search_defaults_and_json_text() -> None:
         ({"query": "x", "limit": 2.5}, "arguments.limit", "must be an integer, got 2.5"),
         ({"query": "x", "summarize": "yes"}, "arguments.summarize", "must be true or false, got 'yes'"),
         ({"query": "x", "summarize": 1}, "arguments.summarize", "must be true or false, got a number"),
-        ({"query": "x", "summarize": None}, "arguments.summarize", "got null"),
         (
             {"query": "x", "user_id": "bob"},
             "arguments.user_id",
@@ -71,6 +80,7 @@ def test_view_defaults() -> None:
         {"tool_call_id": "call_1", "part": "arguments", "offset": 7, "length": 1, "thread_id": "t-1"}
     ) == ViewArgs(tool_call_id="call_1", part="arguments", offset=7, length=1, thread_id="t-1")
     assert parse_view_arguments({"tool_call_id": "c", "thread_id": None}).thread_id is None
+    assert parse_view_arguments({"tool_call_id": "c", "occurrence": 3}).occurrence == 3
 
 
 @pytest.mark.parametrize(
@@ -90,6 +100,8 @@ def test_view_defaults() -> None:
         ({"tool_call_id": "c", "length": False}, "arguments.length", "got a boolean"),
         ({"tool_call_id": "c", "thread_id": "bad id"}, "arguments.thread_id", "must be 1-128 characters"),
         ({"tool_call_id": "c", "thread_id": 3}, "arguments.thread_id", "must be a string"),
+        ({"tool_call_id": "c", "occurrence": 0}, "arguments.occurrence", "must be >= 1, got 0"),
+        ({"tool_call_id": "c", "occurrence": "2"}, "arguments.occurrence", "must be an integer"),
         ({"tool_call_id": "c", "page": 2}, "arguments.page", "unknown argument for journal_tool_call_view"),
     ],
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from memstream.transcripts.context import JournalContext
 from memstream.transcripts.tool_call_view import (
     MAX_PAGE_BYTES,
     AmbiguousToolCall,
+    ToolCallChanged,
     ToolCallNotFound,
     ToolCallPartNotFound,
     ToolCallViewer,
@@ -148,3 +150,73 @@ async def test_same_id_in_several_threads() -> None:
     assert (await viewer.invoke({"tool_call_id": "dup"}, here))["content"] == "result 3"
     chosen = await viewer.invoke({"tool_call_id": "dup", "thread_id": "t07"}, here)
     assert (chosen["thread_id"], chosen["content"]) == ("t07", "result 7")
+
+
+def repeated_id_rows() -> list[Any]:
+    """Thread t1 reuses `call_0` for three calls (as servers that number calls per turn do)."""
+    return (
+        call_rows("t1", "call_0", '{"n": 1}', "short", at=0)
+        + call_rows("t1", "call_0", '{"n": 2}', "a much longer second result with the same id", at=2)
+        + call_rows("t1", "call_0", '{"n": 3}', None, at=4)
+    )
+
+
+async def test_a_repeated_id_reads_the_most_recent_call_unless_told_which() -> None:
+    viewer = ToolCallViewer(FakeTranscriptStore(rows=repeated_id_rows()))
+    latest = await viewer.invoke({"tool_call_id": "call_0", "part": "arguments"}, CONTEXT)
+    assert (latest["content"], latest["occurrence"], latest["occurrences"]) == ('{"n": 3}', 3, 3)
+    with pytest.raises(ToolCallPartNotFound, match="has no result recorded"):
+        await viewer.invoke({"tool_call_id": "call_0"}, CONTEXT)  # the latest call has no result yet
+    second = "a much longer second result with the same id"
+    text, offsets = "", 0
+    while True:  # paging stays on one call: size and bytes of the same message
+        page = await viewer.invoke(
+            {"tool_call_id": "call_0", "occurrence": 2, "offset": offsets, "length": 7}, CONTEXT
+        )
+        assert (page["occurrence"], page["total_bytes"]) == (2, len(second))
+        text += page["content"]
+        if page["next_offset"] is None:
+            break
+        offsets = page["next_offset"]
+    assert text == second
+    first = await viewer.invoke({"tool_call_id": "call_0", "occurrence": 1, "thread_id": None}, CONTEXT)
+    assert (first["content"], first["total_bytes"], first["occurrences"]) == ("short", 5, 3)
+    with pytest.raises(
+        ToolCallNotFound, match=r"has 3 tool call\(s\) with id 'call_0': occurrence must be 1..3"
+    ):
+        await viewer.invoke({"tool_call_id": "call_0", "occurrence": 4}, CONTEXT)
+
+
+async def test_a_repeated_id_in_the_current_thread_wins_over_other_threads() -> None:
+    rows = repeated_id_rows() + call_rows("t2", "call_0", "{}", "elsewhere", at=0)
+    store = FakeTranscriptStore(rows=rows)
+    viewer = ToolCallViewer(store)
+    with pytest.raises(AmbiguousToolCall, match="occurs in 2 threads"):
+        await viewer.invoke({"tool_call_id": "call_0"}, CONTEXT)
+    there = await viewer.invoke({"tool_call_id": "call_0"}, JournalContext(scope=SCOPE, thread_id="t2"))
+    assert (there["thread_id"], there["content"], there["occurrences"]) == ("t2", "elsewhere", 1)
+    here = await viewer.invoke(
+        {"tool_call_id": "call_0", "occurrence": 2}, JournalContext(scope=SCOPE, thread_id="t1")
+    )
+    assert (here["thread_id"], here["occurrence"], here["occurrences"]) == ("t1", 2, 3)
+
+
+class ShrinkingStore(FakeTranscriptStore):
+    """The projection is rebuilt between the lookup and the read: the result is shorter now."""
+
+    async def tool_call(
+        self, scope: TranscriptScope, tool_call_id: str, *, thread_id: str | None = None
+    ) -> list[Any]:
+        calls = await super().tool_call(scope, tool_call_id, thread_id=thread_id)
+        self.rows = [replace(r, tool_result="tiny") if r.role == "tool" else r for r in self.rows]
+        return calls
+
+
+@pytest.mark.parametrize("offset", [0, 6, 40])
+async def test_a_result_that_changed_between_lookup_and_read_is_a_clear_error(offset: int) -> None:
+    viewer = ToolCallViewer(ShrinkingStore(rows=call_rows("t1", "c", "{}", "x" * 50)))
+    with pytest.raises(
+        ToolCallChanged, match=r"changed while it was read.*read it again from offset 0"
+    ) as info:
+        await viewer.invoke({"tool_call_id": "c", "offset": offset, "length": 10}, CONTEXT)
+    assert info.value.code == "tool_call_changed"

@@ -3,6 +3,7 @@ role filtering, tenant isolation, limit bounds, summaries on and off, and paging
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -207,3 +208,35 @@ async def test_paging_a_200_kb_tool_result(transcript_store: ClickHouseTranscrip
             await view(tools, ALICE, "t1", tool_call_id="call-big", offset=1)
     with pytest.raises(InvalidInput, match="past the end"):
         await view(tools, ALICE, "t1", tool_call_id="call-big", offset=len(result.encode()) + 1)
+
+
+async def test_a_tool_call_id_repeated_in_a_thread_pages_one_call(
+    transcript_store: ClickHouseTranscriptStore,
+) -> None:
+    """A server that emits `call_0` every turn: every page of one view comes from one call (the
+    most recent unless `occurrence` says otherwise), with null for the arguments not used."""
+    short, long = "short", "a much longer second result with the same id " * 3
+    first = tool_exchange("t1", "first ask", "call_0", "lookup", '{"n": 1}', short, user_id="alice")
+    second = [
+        replace(r, offset=r.offset + 3, message_id=f"t1-m{r.offset + 3}")
+        for r in tool_exchange("t1", "second ask", "call_0", "lookup", '{"n": 2}', long, user_id="alice")
+    ]
+    await transcript_store.insert(first + second)
+    tools = JournalTools.build(transcript_store, OfflineChatModel())
+    text, offset = "", 0
+    while True:
+        page = await view(
+            tools, ALICE, None, tool_call_id="call_0", offset=offset, length=7, part=None, occurrence=None
+        )
+        assert (page["occurrence"], page["occurrences"], page["total_bytes"]) == (2, 2, len(long))
+        text += page["content"]
+        if page["next_offset"] is None:
+            break
+        offset = page["next_offset"]
+    assert text == long
+    earlier = await view(tools, ALICE, "t1", tool_call_id="call_0", occurrence=1, offset=2, thread_id=None)
+    assert (earlier["content"], earlier["total_bytes"], earlier["next_offset"]) == ("ort", 5, None)
+    arguments = await view(tools, ALICE, "t1", tool_call_id="call_0", occurrence=1, part="arguments")
+    assert arguments["content"] == '{"n": 1}'
+    with pytest.raises(ToolCallNotFound, match=r"occurrence must be 1\.\.2"):
+        await view(tools, ALICE, "t1", tool_call_id="call_0", occurrence=3)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from sinks.clickhouse.base import TranscriptScope, TranscriptUnavailable
-from sinks.clickhouse.store import ClickHouseTranscriptStore, query_tokens
+from sinks.clickhouse.store import ClickHouseTranscriptStore, has_query_tokens
 from tests.sinks.clickhouse.rows import BASE_TIME, row, tool_exchange
 
 SCOPE = TranscriptScope(environment="test", account_id="acct", agent_id="agent")
@@ -167,21 +168,81 @@ async def test_hostile_query_text_is_only_data(
     assert await transcript_store.row_count() == 2
 
 
-def test_bound_parameters_never_enter_the_sql_text() -> None:
-    """Over HTTP clickhouse-connect sends `{name:Type}` values as `param_name` query parameters
-    (server-side binding); chdb receives the same mapping through its own params argument."""
-    from clickhouse_connect.driver.binding import bind_query
+async def test_the_stores_own_statements_bind_every_value(
+    transcript_store: ClickHouseTranscriptStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every statement the store's reads send carries values only as `{name:Type}` parameters
+    (`param_*`: bound by the server over HTTP, by chdb's own binding in-process): the hostile text
+    never appears in the SQL, and each read still finds what it should with it as plain data."""
+    from clickhouse_connect.driver._backendclient import SyncBackendClient
+    from clickhouse_connect.driver.query import QueryContext
 
-    sql = "SELECT 1 WHERE hasAnyTokens(content, {tokens:Array(String)}) AND account_id = {a:String}"
-    bound, params = bind_query(sql, {"tokens": ["x') OR 1=1 --"], "a": "') OR 1=1 --"})
-    assert bound == sql
-    assert set(params) == {"param_tokens", "param_a"}
+    hostile = "x') OR 1=1 --"
+    await transcript_store.insert(
+        [row("t1", 0, f"note {hostile}"), row("t1", 1, "", role="tool", tool_call_id="c1", tool_result="r")]
+    )
+    sent: list[tuple[str, dict[str, Any]]] = []
+    original = SyncBackendClient._query_with_context
+
+    def recording(client: SyncBackendClient, context: QueryContext) -> Any:
+        sent.append((context.final_query, dict(context.bind_params)))
+        return original(client, context)
+
+    monkeypatch.setattr(SyncBackendClient, "_query_with_context", recording)
+    scope = TranscriptScope(environment=hostile, account_id=hostile, agent_id=hostile, user_id=hostile)
+    assert await transcript_store.search(scope, hostile, thread_id=hostile) == []
+    assert await transcript_store.tool_call(scope, hostile, thread_id=hostile) == []
+    assert await transcript_store.thread_counts(hostile) == []
+    [call] = await transcript_store.tool_call(SCOPE, "c1")
+    hostile_call = replace(call, thread_id=hostile, tool_call_id=hostile)
+    assert await transcript_store.tool_call_bytes(scope, hostile_call, "result", 0, 10) == b""
+    [hit] = await transcript_store.search(SCOPE, hostile)
+    assert hit.offset == 0
+    # the values travel escaped for the parameter format: look for the part without quotes
+    reads = [(sql, params) for sql, params in sent if "OR 1=1 --" in " ".join(map(str, params.values()))]
+    assert len(reads) == 5
+    for sql, params in reads:
+        assert "1=1" not in sql
+        assert params and all(name.startswith("param_") for name in params)
+
+
+async def test_search_lowercases_the_query_like_the_index_does(
+    transcript_store: ClickHouseTranscriptStore,
+) -> None:
+    """The query is lower-cased by the engine's lowerUTF8, as the content index is: characters
+    whose lower case Python (3.11's Unicode tables) does not know still match."""
+    await transcript_store.insert(
+        [
+            row("t1", 0, "Trip to İstanbul"),
+            row("t1", 1, "ΟΔΟΣ ΑΘΗΝΑΣ"),
+            row("t1", 2, "fullwidth \uff21\uff22\uff23"),  # FULLWIDTH A B C
+            row("t1", 3, "Latin letter ɤ here"),  # U+0264, the lower case of U+A7CB
+            row("t1", 4, "Straße und STRASSE"),
+        ]
+    )
+    assert "\ua7cb".lower() == "\ua7cb"  # Python 3.11 has no lower case for it
+    cases = {
+        "İSTANBUL": [0],
+        "i̇stanbul": [0],
+        "οδος": [1],
+        "ΑΘΗΝΑΣ": [1],
+        "\uff41\uff42\uff43": [2],  # fullwidth a b c
+        "\ua7cb": [3],
+        "STRAẞE": [4],
+        "strasse": [4],
+    }
+    for query, offsets in cases.items():
+        assert [h.offset for h in await transcript_store.search(SCOPE, query)] == offsets, query
+    # tokens count once each after lower-casing: "Apple APPLE apple" is one token
+    await transcript_store.insert([row("t2", 0, "apple pie")])
+    [hit] = await transcript_store.search(SCOPE, "Apple APPLE apple")
+    assert (hit.thread_id, hit.score) == ("t2", 1.0)
 
 
 async def test_empty_token_list_returns_nothing(transcript_store: ClickHouseTranscriptStore) -> None:
     await transcript_store.insert([row("t1", 0, "something")])
     assert await transcript_store.search(SCOPE, " ,.;!? ") == []
-    assert query_tokens("Hello, HELLO wörld-42 x_y") == ["hello", "wörld", "42", "x", "y"]
+    assert not has_query_tokens(" ,.;!?_ ") and has_query_tokens("_é_") and has_query_tokens("-4-")
 
 
 async def test_tool_call_info_and_byte_paging_of_a_200_kb_result(
@@ -196,12 +257,13 @@ async def test_tool_call_info_and_byte_paging_of_a_200_kb_result(
     await transcript_store.insert(exchange[2:])  # the result redelivered
     [info] = await transcript_store.tool_call(SCOPE, "call-9")
     assert (info.thread_id, info.tool_name, info.call_offset, info.result_offset) == ("t1", "read_file", 1, 2)
+    assert info.occurrence == 1
     assert (info.arguments_bytes, info.result_bytes) == (len(arguments.encode()), len(data))
     page = 32 * 1024
     pieces = []
     offset = 0
     while True:
-        chunk = await transcript_store.tool_call_bytes(SCOPE, "t1", "call-9", "result", offset, page)
+        chunk = await transcript_store.tool_call_bytes(SCOPE, info, "result", offset, page)
         if not chunk:
             break
         assert len(chunk) <= page
@@ -209,10 +271,10 @@ async def test_tool_call_info_and_byte_paging_of_a_200_kb_result(
         offset += len(chunk)
     assert b"".join(pieces) == data
     assert len(pieces) == -(-len(data) // page)
-    tail = await transcript_store.tool_call_bytes(SCOPE, "t1", "call-9", "result", len(data) - 3, 100)
+    tail = await transcript_store.tool_call_bytes(SCOPE, info, "result", len(data) - 3, 100)
     assert tail == data[-3:]
-    assert await transcript_store.tool_call_bytes(SCOPE, "t1", "call-9", "result", len(data) + 5, 10) == b""
-    args = await transcript_store.tool_call_bytes(SCOPE, "t1", "call-9", "arguments", 0, 10_000)
+    assert await transcript_store.tool_call_bytes(SCOPE, info, "result", len(data) + 5, 10) == b""
+    args = await transcript_store.tool_call_bytes(SCOPE, info, "arguments", 0, 10_000)
     assert args == arguments.encode()
 
 
@@ -242,9 +304,62 @@ async def test_tool_call_is_scoped_and_unknown_ids_find_nothing(
     assert [i.thread_id for i in await transcript_store.tool_call(SCOPE, "c1", thread_id="t1")] == ["t1"]
     assert await transcript_store.tool_call(SCOPE, "nope") == []
     other = TranscriptScope(environment="test", account_id="other", agent_id="agent")
-    assert await transcript_store.tool_call_bytes(other, "t1", "c1", "result", 0, 100) == b"theirs"
-    assert await transcript_store.tool_call_bytes(SCOPE, "t1", "c1", "result", 0, 100) == b"mine"
-    assert await transcript_store.tool_call_bytes(SCOPE, "t1", "c1", "arguments", 0, 100) == b""
+    [theirs] = await transcript_store.tool_call(other, "c1")
+    assert await transcript_store.tool_call_bytes(other, theirs, "result", 0, 100) == b"theirs"
+    mine = infos[1]
+    assert await transcript_store.tool_call_bytes(SCOPE, mine, "result", 0, 100) == b"mine"
+    # the bytes are read in the scope given: another tenant's scope reads its own message
+    assert await transcript_store.tool_call_bytes(other, mine, "result", 0, 100) == b"theirs"
+    nobody = TranscriptScope(environment="test", account_id="nobody", agent_id="agent")
+    assert await transcript_store.tool_call_bytes(nobody, mine, "result", 0, 100) == b""
+    with pytest.raises(ValueError, match="no message holding its arguments"):
+        await transcript_store.tool_call_bytes(SCOPE, mine, "arguments", 0, 100)
+
+
+async def test_a_repeated_tool_call_id_in_one_thread_is_several_calls(
+    transcript_store: ClickHouseTranscriptStore,
+) -> None:
+    """Servers that emit `call_0` every turn: each call pairs with its own result, and the
+    size and bytes of each come from the same message."""
+
+    def call(offset: int, arguments: str) -> Any:
+        return row("t1", offset, "", role="assistant", tool_call_id="call_0", tool_name="f",
+                   tool_arguments=arguments)  # fmt: skip
+
+    def result(offset: int, text: str) -> Any:
+        return row("t1", offset, "", role="tool", tool_call_id="call_0", tool_result=text)
+
+    first, second = "short", "a much longer second result with the same id"
+    rows = [
+        row("t1", 0, "ask"),
+        call(1, '{"n": 1}'),
+        result(2, first),
+        row("t1", 3, "again"),
+        call(4, '{"n": 22}'),
+        result(5, second),
+        call(6, '{"n": 333}'),
+        result(7, "third"),
+        result(8, "stray"),  # a second result for call 6: a call of its own, with no call message
+    ]
+    await transcript_store.insert(rows)
+    await transcript_store.insert(rows[4:6])  # redelivered
+    calls = await transcript_store.tool_call(SCOPE, "call_0")
+    shown = [(c.occurrence, c.call_offset, c.result_offset, c.arguments_bytes, c.result_bytes) for c in calls]
+    assert shown == [
+        (4, None, 8, 0, 5),
+        (3, 6, 7, 10, 5),
+        (2, 4, 5, 9, len(second)),
+        (1, 1, 2, 8, len(first)),
+    ]  # fmt: skip
+    assert [c.tool_name for c in calls] == [None, "f", "f", "f"]
+    for c, text in zip(calls, ["stray", "third", second, first], strict=True):
+        whole = await transcript_store.tool_call_bytes(SCOPE, c, "result", 0, 1000)
+        assert whole == text.encode() and len(whole) == c.result_bytes
+        tail = await transcript_store.tool_call_bytes(SCOPE, c, "result", c.result_bytes - 2, 10)
+        assert tail == text.encode()[-2:]
+    assert await transcript_store.tool_call_bytes(SCOPE, calls[2], "arguments", 0, 100) == b'{"n": 22}'
+    in_thread = await transcript_store.tool_call(SCOPE, "call_0", thread_id="t1")
+    assert [c.occurrence for c in in_thread] == [4, 3, 2, 1]
 
 
 async def test_thread_counts_per_environment(transcript_store: ClickHouseTranscriptStore) -> None:
