@@ -144,27 +144,29 @@ async def test_journal_to_rows_then_replay_adds_no_duplicates(
     )
     dead = dead_letters(settings_, NAME)  # the bad record was published twice too
     assert [(d["value_text"], d["processor"]) for d in dead] == [("not a journal message", NAME)] * 2
-    raw_before = chdb_client.query(f"SELECT count() FROM {transcript_store.database}.messages").result_rows[
-        0
-    ][0]
-    assert raw_before >= len(messages)
+    table = f"{transcript_store.database}.messages"
 
-    # replay from the earliest offset (a new group) into the same live table: reads unchanged
-    await project(
-        settings_,
-        options,
-        registry,
-        ClickHouseProjection(transcript_store, name=REPLAY, close_store=False),
-        total,
-    )
-    raw_after = chdb_client.query(f"SELECT count() FROM {transcript_store.database}.messages").result_rows[0][
-        0
-    ]
-    assert raw_after > raw_before or raw_after == len(messages)  # copies inserted (or already merged away)
-    assert await transcript_store.row_count() == len(messages)
-    assert await transcript_store.thread_counts("test") == counts
-    again = await transcript_store.search(SCOPE, "topic1", limit=50)
-    assert sorted((h.thread_id, h.offset) for h in again) == [("th-1", o) for o in range(25)]
+    def raw_rows() -> int:
+        return int(chdb_client.query(f"SELECT count() FROM {table}").result_rows[0][0])
+
+    # replay from the earliest offset (a new group) into the same live table: reads unchanged.
+    # Merges stopped: every copy the replay inserts stays countable until the check below.
+    chdb_client.command(f"SYSTEM STOP MERGES {table}")
+    try:
+        raw_before = raw_rows()
+        replay = BatchRecording(transcript_store, name=REPLAY, close_store=False)
+        replay.sizes = []
+        await project(settings_, options, registry, replay, total)
+        assert sum(replay.sizes) >= total  # every record was delivered again ...
+        assert raw_rows() - raw_before >= len(messages)  # ... and every message inserted again
+        # the copies are all still there, unmerged: every read counts each message once
+        assert await transcript_store.row_count() == len(messages)
+        assert await transcript_store.thread_counts("test") == counts
+        again = await transcript_store.search(SCOPE, "topic1", limit=50)
+        assert sorted((h.thread_id, h.offset) for h in again) == [("th-1", o) for o in range(25)]
+        assert [i.result_bytes for i in await transcript_store.tool_call(SCOPE, "c-1")] == [50_000]
+    finally:
+        chdb_client.command(f"SYSTEM START MERGES {table}")
 
 
 class OutageStore:
