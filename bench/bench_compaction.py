@@ -45,12 +45,12 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
+from figures import load_note, pct
 from pydantic import SecretStr
 
 from memstream.config import Settings
@@ -79,16 +79,6 @@ TOPICS = [
     "the restaurant reservation",
     "the museum tickets",
 ]
-
-
-def pct(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def load_note() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} ({os.cpu_count()} CPUs)"
 
 
 def thread_messages(thread: str, n: int = MESSAGES_PER_THREAD) -> list[dict[str, Any]]:

@@ -47,7 +47,6 @@ import asyncio
 import contextlib
 import logging
 import math
-import os
 import random
 import shutil
 import statistics
@@ -62,6 +61,7 @@ from pathlib import Path
 
 import asyncpg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from figures import load_note, pct
 
 from memstream.config import Settings
 from memstream.embedded import services
@@ -210,22 +210,12 @@ EXTRAS = [
 ]
 
 
-def pct(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def ms(values: Sequence[float]) -> str:
     return f"p50 {pct(values, 0.5) * 1000:7.2f} ms  p99 {pct(values, 0.99) * 1000:7.2f} ms"
 
 
 def median_ms(values: Sequence[float]) -> str:
     return f"{statistics.median(values) * 1000:.2f} ms"
-
-
-def load_note() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} ({os.cpu_count()} CPUs)"
 
 
 def agent_id(prefix: str, number: int) -> str:

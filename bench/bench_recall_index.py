@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from figures import pct
+
 from memstream.embeddings.offline import OfflineMiniLM
 from memstream.embeddings.sparse import Bm25Sparse
 from sinks.qdrant.base import CollectionRef, IndexFilter, IndexPoint
@@ -109,11 +111,6 @@ AGENTS, USERS = 20, 200
 
 def fact(rng: random.Random, i: int) -> str:
     return f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} {rng.choice(TAILS)} (#{i})."
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def ms(values: list[float]) -> str:

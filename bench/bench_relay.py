@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from figures import pct
 
 from memstream.config import Settings
 from memstream.embedded import services
@@ -47,11 +48,6 @@ CONTENT = "The quarterly report is attached; please check the revenue figures in
 
 def content(i: int, size: int) -> str:
     return (f"#{i} " + CONTENT * (size // len(CONTENT) + 1))[:size]
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 class Collector(threading.Thread):

@@ -65,7 +65,6 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import os
 import random
 import shutil
 import statistics
@@ -80,6 +79,7 @@ from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from figures import load_note, pct
 from pydantic import SecretStr
 from transcript_corpus import Corpus
 
@@ -104,16 +104,6 @@ SEARCH_DATABASE = "bench_search"
 PROJECTION_DATABASE = "bench_projection"
 SOURCE = "journal.messages"
 REPLAY_PROCESSOR = f"{PROCESSOR}-replay"
-
-
-def pct(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def load_note() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} ({os.cpu_count()} CPUs)"
 
 
 def ms_line(seconds: Sequence[float]) -> str:
