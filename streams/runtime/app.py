@@ -94,9 +94,10 @@ class ProcessorRuntime:
     """Runs one processor in its own faust App inside the current event loop.
 
     `start()` opens the processor, the dead-letter producer and the app (it returns once the app
-    started; the consumer joins its group in the background); `crashed` is set when the processor stopped for good (`error`
-    says why); `stop()` lets the batch in progress finish (up to `drain_timeout_s`), then stops
-    the app, the processor and the producer. A runtime is started at most once.
+    started; the consumer joins its group in the background); `crashed` is set when the processor
+    stopped for good (`error` says why); `stop()` lets the batch in progress finish (up to
+    `drain_timeout_s`), then stops the app, the processor and the producer. A runtime is started
+    at most once.
     """
 
     def __init__(
