@@ -86,7 +86,7 @@ async def populate(
     summaries = int(threads * fraction)
     started = time.perf_counter()
     for i in range(summaries):
-        path = objects / summary_key(ACCOUNT, AGENT, thread_id(i))
+        path = objects / summary_key(ENV, ACCOUNT, AGENT, thread_id(i))
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(
             json.dumps(

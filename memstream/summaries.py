@@ -69,14 +69,22 @@ class Summary(BaseModel):
     message_count: int = Field(ge=0, description="messages folded into the summary so far")
 
 
-def summary_key(account_id: str, agent_id: str, thread_id: str) -> str:
+def summary_folder(environment: str, account_id: str, agent_id: str, thread_id: str) -> str:
+    """Where a thread's summary objects live, relative to the object store's root. The environment
+    comes first: environments sharing one object store never see each other's summaries."""
+    return f"{environment}/accounts/{account_id}/agents/{agent_id}/threads/{thread_id}"
+
+
+def summary_key(environment: str, account_id: str, agent_id: str, thread_id: str) -> str:
     """The object key of a thread's summary, relative to the object store's root."""
-    return f"accounts/{account_id}/agents/{agent_id}/threads/{thread_id}/summary.json"
+    return f"{summary_folder(environment, account_id, agent_id, thread_id)}/summary.json"
 
 
-def summary_version_key(account_id: str, agent_id: str, thread_id: str, version: int) -> str:
+def summary_version_key(
+    environment: str, account_id: str, agent_id: str, thread_id: str, version: int
+) -> str:
     """The immutable object holding one version of a thread's summary (next to `summary.json`)."""
-    return f"accounts/{account_id}/agents/{agent_id}/threads/{thread_id}/summary.v{version}.json"
+    return f"{summary_folder(environment, account_id, agent_id, thread_id)}/summary.v{version}.json"
 
 
 def summarization_lock_name(thread: ThreadRef, agent_id: str) -> str:

@@ -7,7 +7,7 @@ relative to that root.
 
 Layout and versioning (one design, one code path for the local directory and S3)
 --------------------------------------------------------------------------------
-Per thread, under `accounts/{account}/agents/{agent}/threads/{thread}/`:
+Per thread, under `{environment}/accounts/{account}/agents/{agent}/threads/{thread}/`:
 
 - `summary.v{N}.json` - version N, immutable, created with put-if-absent (`mode="create"`). Creating
   it is the commit point of version N: the store lets exactly one writer create it, so of writers
@@ -103,24 +103,25 @@ def open_object_store(url: str, s3: S3Settings | None = None, *, timeout_s: floa
 
 @dataclass(frozen=True)
 class _Keys:
+    environment: str
     account_id: str
     agent_id: str
     thread_id: str
 
     @classmethod
     def of(cls, thread: ThreadRef, agent_id: str) -> _Keys:
-        return cls(thread.account_id, agent_id, thread.thread_id)
+        return cls(thread.environment, thread.account_id, agent_id, thread.thread_id)
 
     @property
     def pointer(self) -> str:
-        return summary_key(self.account_id, self.agent_id, self.thread_id)
+        return summary_key(self.environment, self.account_id, self.agent_id, self.thread_id)
 
     @property
     def folder(self) -> str:
         return self.pointer.rsplit("/", 1)[0]
 
     def version(self, n: int) -> str:
-        return summary_version_key(self.account_id, self.agent_id, self.thread_id, n)
+        return summary_version_key(self.environment, self.account_id, self.agent_id, self.thread_id, n)
 
 
 class _SummaryObjects:

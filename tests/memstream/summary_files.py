@@ -20,9 +20,10 @@ def write_summary(
     last_message_offset: int = 9,
     last_message_id: str = "m9",
     message_count: int = 10,
+    environment: str = "test",
 ) -> None:
     """A valid summary of `thread` (its `token_count` is the real count of `content`)."""
-    path = root / summary_key(account, agent, thread)
+    path = root / summary_key(environment, account, agent, thread)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
         json.dumps(

@@ -184,7 +184,7 @@ async def test_corrupt_summary_fails_the_call(
     threads: ThreadService, journal: SlateJournal, objects: Path
 ) -> None:
     await append_users(threads, "t1", 1)
-    path = objects / summary_key("acme", "bot", "t1")
+    path = objects / summary_key("test", "acme", "bot", "t1")
     path.parent.mkdir(parents=True)
     path.write_text("{")
     with pytest.raises(SummaryUnavailable):

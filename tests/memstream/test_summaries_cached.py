@@ -100,7 +100,7 @@ async def test_writer_dying_after_its_commit_leaves_no_stale_entry(
     await cache.invalidate(THREAD, "bot")
     await obstore.put_async(
         open_object_store(f"file://{tmp_path / 'objects'}"),
-        summary_version_key("acme", "bot", "t1", 2),
+        summary_version_key("test", "acme", "bot", "t1", 2),
         make(2).model_dump_json().encode(),
         mode="create",
     )

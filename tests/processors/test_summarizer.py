@@ -183,7 +183,7 @@ async def stored_versions(settings: Settings) -> list[Summary]:
     objects = open_object_store(settings.object_store)
     found: list[Summary] = []
     for n in range(1, 100):
-        key = summary_version_key("acme", "bot", "th-1", n)
+        key = summary_version_key("test", "acme", "bot", "th-1", n)
         try:
             raw = await obstore.get_async(objects, key)
         except FileNotFoundError:

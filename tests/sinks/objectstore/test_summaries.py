@@ -33,7 +33,7 @@ def _write_local(root: Path, key: str, body: bytes) -> None:
 
 
 def test_summary_key_layout() -> None:
-    assert summary_key("acme", "bot", "t1") == "accounts/acme/agents/bot/threads/t1/summary.json"
+    assert summary_key("test", "acme", "bot", "t1") == "test/accounts/acme/agents/bot/threads/t1/summary.json"
 
 
 async def test_local_missing_then_present(tmp_path: Path) -> None:
@@ -42,7 +42,9 @@ async def test_local_missing_then_present(tmp_path: Path) -> None:
         Settings(data_dir=tmp_path, object_store_url=f"file://{root}")
     )
     assert await reader.read(THREAD, "bot") is None
-    _write_local(root, summary_key("acme", "bot", "t1"), json.dumps({**SUMMARY, "future_field": 1}).encode())
+    _write_local(
+        root, summary_key("test", "acme", "bot", "t1"), json.dumps({**SUMMARY, "future_field": 1}).encode()
+    )
     summary = await reader.read(THREAD, "bot")
     assert summary is not None
     assert (summary.version, summary.last_message_offset, summary.message_count) == (3, 41, 42)
@@ -56,7 +58,7 @@ async def test_local_missing_then_present(tmp_path: Path) -> None:
 
 async def test_default_object_store_is_under_data_dir(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path)
-    _write_local(tmp_path / "objects", summary_key("acme", "bot", "t1"), json.dumps(SUMMARY).encode())
+    _write_local(tmp_path / "objects", summary_key("test", "acme", "bot", "t1"), json.dumps(SUMMARY).encode())
     summary = await ObjectStoreSummaryReader.from_settings(settings).read(THREAD, "bot")
     assert summary is not None and summary.version == 3
 
@@ -70,7 +72,7 @@ async def test_default_object_store_is_under_data_dir(tmp_path: Path) -> None:
     ],
 )
 async def test_corrupt_summary_is_an_error(tmp_path: Path, body: bytes, problem: str) -> None:
-    _write_local(tmp_path, summary_key("acme", "bot", "t1"), body)
+    _write_local(tmp_path, summary_key("test", "acme", "bot", "t1"), body)
     reader = ObjectStoreSummaryReader(open_object_store(f"file://{tmp_path}"))
     with pytest.raises(SummaryUnavailable, match=problem):
         await reader.read(THREAD, "bot")
@@ -99,7 +101,7 @@ async def test_s3_missing_then_present(
     assert await reader.read(THREAD, "bot") is None
     client.put_object(
         Bucket=bucket,
-        Key="memstream/prod/" + summary_key("acme", "bot", "t1"),
+        Key="memstream/prod/" + summary_key("test", "acme", "bot", "t1"),
         Body=json.dumps(SUMMARY).encode(),
     )
     summary = await reader.read(THREAD, "bot")
@@ -111,6 +113,6 @@ async def test_s3_storage_error_is_summary_unavailable() -> None:
     closed_port = free_port()  # nothing listens there: connection refused
     store = open_object_store("s3://summaries/x", _s3(f"http://127.0.0.1:{closed_port}"), timeout_s=1.0)
     started = time.monotonic()
-    with pytest.raises(SummaryUnavailable, match="cannot read summary object accounts/acme/agents/bot"):
+    with pytest.raises(SummaryUnavailable, match="cannot read summary object test/accounts/acme/agents/bot"):
         await ObjectStoreSummaryReader(store).read(THREAD, "bot")
     assert time.monotonic() - started < 5.0  # bounded retries: the context path does not hang

@@ -25,7 +25,7 @@ from memstream.summaries import (
 from sinks.objectstore.summaries import ObjectStoreSummaryReader, ObjectStoreSummaryWriter, open_object_store
 
 THREAD = ThreadRef(environment="test", account_id="acme", thread_id="t1")
-POINTER = summary_key("acme", "bot", "t1")
+POINTER = summary_key("test", "acme", "bot", "t1")
 
 
 def make(version: int, content: str = "", *, offset: int | None = None) -> Summary:
@@ -59,7 +59,7 @@ def reader(store: Any) -> ObjectStoreSummaryReader:
     return ObjectStoreSummaryReader(store)
 
 
-async def keys_of(store: Any, folder: str = "accounts/acme/agents/bot/threads/t1") -> list[str]:
+async def keys_of(store: Any, folder: str = "test/accounts/acme/agents/bot/threads/t1") -> list[str]:
     listing = await obstore.list_with_delimiter_async(store, folder)
     return sorted(o["path"].rsplit("/", 1)[1] for o in listing["objects"])
 
@@ -82,8 +82,12 @@ async def test_first_write_then_updates(
     assert await keys_of(store) == ["summary.json", "summary.v1.json", "summary.v2.json"]
     # summary.json is the canonical copy of the latest version, readable on its own
     assert (await raw(store, POINTER))["version"] == 2
-    assert (await raw(store, summary_version_key("acme", "bot", "t1", 1)))["content"] == "summary version 1"
-    # other agents, accounts and threads (also a thread whose id extends this one's) are separate
+    assert (await raw(store, summary_version_key("test", "acme", "bot", "t1", 1)))[
+        "content"
+    ] == "summary version 1"
+    # other environments (sharing this object store), agents, accounts and threads (also a thread
+    # whose id extends this one's) are separate
+    assert await reader.read(ThreadRef(environment="prod", account_id="acme", thread_id="t1"), "bot") is None
     assert await reader.read(THREAD, "other-bot") is None
     assert (
         await reader.read(ThreadRef(environment="test", account_id="globex", thread_id="t1"), "bot") is None
@@ -188,7 +192,9 @@ async def test_racing_summarizers_make_one_linear_history(
     assert latest is not None and latest.version == 10 and latest.content == won[10]
     assert (await raw(store, POINTER))["version"] == 10
     for version, name in won.items():
-        assert (await raw(store, summary_version_key("acme", "bot", "t1", version)))["content"] == name
+        assert (await raw(store, summary_version_key("test", "acme", "bot", "t1", version)))[
+            "content"
+        ] == name
 
 
 async def test_crash_after_commit_before_publish(
@@ -197,7 +203,10 @@ async def test_crash_after_commit_before_publish(
     await writer.write(THREAD, "bot", make(1), expected_version=None)
     # a writer won version 2 (step 2) and crashed before updating summary.json (step 3)
     await obstore.put_async(
-        store, summary_version_key("acme", "bot", "t1", 2), make(2).model_dump_json().encode(), mode="create"
+        store,
+        summary_version_key("test", "acme", "bot", "t1", 2),
+        make(2).model_dump_json().encode(),
+        mode="create",
     )
     assert (await raw(store, POINTER))["version"] == 1
     assert await reader.read(THREAD, "bot") == make(2)  # the winner is visible, not lost
@@ -214,7 +223,10 @@ async def test_crash_before_the_first_publish(
     writer: ObjectStoreSummaryWriter, reader: ObjectStoreSummaryReader, store: Any
 ) -> None:
     await obstore.put_async(
-        store, summary_version_key("acme", "bot", "t1", 1), make(1).model_dump_json().encode(), mode="create"
+        store,
+        summary_version_key("test", "acme", "bot", "t1", 1),
+        make(1).model_dump_json().encode(),
+        mode="create",
     )
     assert await reader.read(THREAD, "bot") == make(1)
     with pytest.raises(SummaryVersionConflict):

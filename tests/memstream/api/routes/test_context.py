@@ -127,7 +127,7 @@ async def test_fenced_journal_is_503_with_its_message(
 
 async def test_corrupt_summary_is_503(client: httpx.AsyncClient, keys: Keys, deps: ApiDeps) -> None:
     await append(client, keys, 1)
-    path = Path(deps.settings.object_store.removeprefix("file://")) / summary_key("acme", "bot", "t1")
+    path = Path(deps.settings.object_store.removeprefix("file://")) / summary_key("test", "acme", "bot", "t1")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("not json")
     response = await client.get("/v1/threads/t1/context", headers=keys.acme)
