@@ -5,7 +5,9 @@
 2. the summary system message `"Previous conversation summary: <content>"`, when the thread has
    a summary in object storage;
 3. the window: the last `min(20, metadata.config.max_working_memory_messages)` messages, read
-   straight from the journal (`journal.last`), oldest first.
+   straight from the journal (`journal.last`), oldest first. Tool results at the start of the
+   window whose call fell outside it are left out (`orphan_tool_results_dropped`): chat APIs
+   reject a tool message that does not follow its assistant tool call.
 
 `get_subagent_context(principal, parent_thread_id)` is the context of a sub-agent the thread's
 agent delegates to: the parent's pinned facts (read in the parent thread's scope: its agent and
@@ -85,6 +87,10 @@ class ContextInfo(BaseModel):
     last_offset: int | None = Field(description="journal offset of the window's last message")
     summary_version: int | None = Field(description="version of the summary included, None when none")
     summary_last_message_offset: int | None = None
+    orphan_tool_results_dropped: int = Field(
+        default=0,
+        description="tool results at the window's start left out because their call fell outside it",
+    )
     pinned_count: int = Field(description="pinned facts included")
     token_count: int = Field(description="o200k tokens of all message texts (system messages included)")
 
@@ -169,6 +175,15 @@ class ContextReader:
         return assemble(thread.thread_id, thread.agent_id, thread.user_id, 0, facts, None, [])
 
 
+def drop_orphan_tool_results(window: Sequence[Message]) -> tuple[Sequence[Message], int]:
+    """`window` without the tool results it starts with (their assistant call precedes the window,
+    so they would reach the model without it), and how many were dropped. Pure."""
+    start = 0
+    while start < len(window) and window[start].role == "tool":
+        start += 1
+    return window[start:], start
+
+
 def assemble(
     thread_id: str,
     agent_id: str,
@@ -179,6 +194,7 @@ def assemble(
     window: Sequence[Message],
 ) -> Context:
     """Order the parts (pinned, summary, window) and count their tokens. Pure."""
+    window, dropped = drop_orphan_tool_results(window)
     messages: list[ContextMessage] = []
     tokens = 0
     if facts:
@@ -203,6 +219,7 @@ def assemble(
             last_offset=window[-1].offset if window else None,
             summary_version=summary.version if summary is not None else None,
             summary_last_message_offset=summary.last_message_offset if summary is not None else None,
+            orphan_tool_results_dropped=dropped,
             pinned_count=len(facts),
             token_count=tokens,
         ),

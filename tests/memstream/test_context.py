@@ -6,7 +6,7 @@ import asyncpg
 import pytest
 
 from memstream.auth import Principal
-from memstream.context import SUMMARY_PREFIX, ContextReader, to_context_message
+from memstream.context import SUMMARY_PREFIX, ContextReader, drop_orphan_tool_results, to_context_message
 from memstream.errors import JournalFenced, JournalUnavailable, NotFound
 from memstream.journal.models import Message, NewMessage, ToolCall
 from memstream.journal.store import SlateJournal
@@ -232,3 +232,39 @@ def test_openai_shapes() -> None:
 async def test_no_pinned_facts_provider_returns_none() -> None:
     scope = MemoryScope(environment="test", account_id="acme", agent_id="bot", user_id=None)
     assert await NoPinnedFacts().pinned(scope) == []
+
+
+async def test_window_never_starts_with_an_orphan_tool_result(
+    threads: ThreadService, journal: SlateJournal, objects: Path
+) -> None:
+    # a tool call (offset 0) and its result (1), then 19 messages: the last 20 start on the result
+    messages = [
+        NewMessage(
+            message_id="call",
+            role="assistant",
+            tool_call=ToolCall(id="c1", name="lookup", arguments='{"q": 1}'),
+        ),
+        NewMessage(message_id="result", role="tool", tool_call=ToolCall(id="c1", result="found")),
+    ]
+    messages += [NewMessage(message_id=f"u{i}", role="user", content=f"message {i}") for i in range(19)]
+    await threads.append(ACME, "t1", agent_id="bot", user_id="u1", messages=messages)
+    context = await make_reader(journal, threads, objects).get_context(ACME, "t1")
+    assert all(m.role == "user" for m in context.messages)  # the orphan result is left out
+    assert context.metadata.orphan_tool_results_dropped == 1
+    assert (context.metadata.window_messages, context.metadata.first_offset) == (19, 2)
+
+    # a thread whose window holds the call keeps call and result together
+    again = [m.model_copy(update={"message_id": f"t2-{m.message_id}"}) for m in messages[:3]]
+    await threads.append(ACME, "t2", agent_id="bot", user_id="u1", messages=again)
+    context = await make_reader(journal, threads, objects).get_context(ACME, "t2")
+    assert [m.role for m in context.messages] == ["assistant", "tool", "user"]
+    assert context.metadata.orphan_tool_results_dropped == 0
+
+
+def test_only_leading_tool_results_are_dropped() -> None:
+    call = _message(offset=1, role="assistant", tool_call=ToolCall(id="c1", name="f", arguments="{}"))
+    result = _message(offset=2, role="tool", tool_call=ToolCall(id="c1", result="r"))
+    orphan = _message(offset=0, role="tool", tool_call=ToolCall(id="c0", result="r"))
+    assert drop_orphan_tool_results([orphan, call, result]) == ([call, result], 1)
+    assert drop_orphan_tool_results([call, result]) == ([call, result], 0)
+    assert drop_orphan_tool_results([orphan]) == ([], 1)
