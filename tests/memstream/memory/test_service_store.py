@@ -372,3 +372,35 @@ async def test_forget_entry_by_id_is_scoped_and_publishes_a_tombstone(
     assert rows[-1]["value"] is None and len(rows) == 2
     with pytest.raises(NotFound):
         await service.forget_entry(scope(), mine.entry.entry_id)
+
+
+async def test_forget_entry_never_deletes_a_newer_entry_that_took_the_key(
+    service: MemoryService, pool: asyncpg.Pool
+) -> None:
+    """The DELETE route's race: the caller read an entry's id, then another writer forgot it and
+    stored a new entry under the same key; deleting by the old id finds nothing and deletes nothing."""
+    old = await service.store(scope(), "k", "old", "project_fact", scope_visibility="shared")
+    read = await service.get(scope(), old.entry.entry_id)
+    await service.forget(scope(), "k")
+    newer = await service.store(scope(), "k", "newer", "project_fact", scope_visibility="shared")
+    published = len(await outbox(pool))
+    with pytest.raises(NotFound):
+        await service.forget_entry(scope(), read.entry_id)
+    assert await service.get(scope(), newer.entry.entry_id) == newer.entry
+    assert len(await outbox(pool)) == published  # no tombstone for anything
+
+
+async def test_forget_entry_and_its_tombstone_commit_together(
+    service: MemoryService, pool: asyncpg.Pool
+) -> None:
+    entry = (await service.store(scope(), "k", "v", "project_fact", scope_visibility="shared")).entry
+    await pool.execute(
+        """CREATE FUNCTION fail_outbox() RETURNS trigger LANGUAGE plpgsql AS $$
+           BEGIN RAISE EXCEPTION 'outbox down'; END $$;
+           CREATE TRIGGER fail_outbox BEFORE INSERT ON memory_outbox
+               FOR EACH ROW EXECUTE FUNCTION fail_outbox();"""
+    )
+    with pytest.raises(asyncpg.RaiseError):
+        await service.forget_entry(scope(), entry.entry_id)
+    assert await service.get(scope(), entry.entry_id) == entry
+    assert len(await outbox(pool)) == 1
