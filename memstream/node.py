@@ -41,6 +41,7 @@ from memstream.relay import JOURNAL_TOPIC, Relay
 from memstream.transcripts.tools import JournalTools
 from processors.registry import create_processor, processor_names
 from sinks.clickhouse.base import TranscriptUnavailable
+from sinks.objectstore.health import ObjectStoreProbe
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
 from sinks.redis.summary_cache import RedisSummaryCache
@@ -155,6 +156,7 @@ async def _serve(
         await transcripts.ensure_schema()
     except TranscriptUnavailable as exc:  # a server DSN that is down: the projection creates it later
         log.warning("ClickHouse is not reachable yet (%s): transcript search answers 503 until it is", exc)
+    await ObjectStoreProbe.from_settings(settings).log_if_not_ready()  # e.g. a missing S3 bucket
     journal_tools = JournalTools.build(transcripts, engines.chat_model())
     app = create_app(
         build_api_deps(

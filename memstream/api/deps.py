@@ -7,7 +7,8 @@ closes the index after the server stopped. Without `memory`, the agent and memor
 absent and contexts have no pinned facts. The owner also closes `summary_cache` when set
 (`await deps.summary_cache.aclose()`). `transcripts` (the journal tools over the transcript store
 and the chat model) is likewise opened and closed by its owner; without it the journal tools are
-not offered.
+not offered. `object_store` is the readiness probe of `settings.object_store` (`/readyz`); without
+it `/readyz` does not check the object store.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from memstream.summaries import SummaryReader
 from memstream.summary_store import CachedSummaryReader
 from memstream.threads import ThreadService
 from memstream.transcripts.tools import JournalTools
+from sinks.objectstore.health import ObjectStoreProbe
 from sinks.objectstore.summaries import ObjectStoreSummaryReader
 from sinks.postgres.threads import PostgresThreadStore
 from sinks.qdrant.base import VectorIndex
@@ -83,6 +85,7 @@ class ApiDeps:
     memory: MemoryDeps | None = None
     summary_cache: RedisSummaryCache | None = None
     transcripts: JournalTools | None = None
+    object_store: ObjectStoreProbe | None = None
 
 
 def build_api_deps(
@@ -101,6 +104,7 @@ def build_api_deps(
     set, else uncached), pinned facts from `pinned`, else from agent memory when `memory` is
     given, else none; the journal tools from `transcripts` when given. `summaries`, when given,
     replaces the object store reader (and is cached only when `summary_cache` is given too).
+    `/readyz` checks `settings.object_store` (the summarizer writes there whatever the reader).
 
     Does no I/O (the object store and Redis clients connect lazily).
     """
@@ -123,4 +127,5 @@ def build_api_deps(
         memory=memory,
         summary_cache=summary_cache,
         transcripts=transcripts,
+        object_store=ObjectStoreProbe.from_settings(settings),
     )

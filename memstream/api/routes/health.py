@@ -1,4 +1,5 @@
-"""`/healthz` (liveness: the process answers) and `/readyz` (Postgres and the journal answer)."""
+"""`/healthz` (liveness: the process answers) and `/readyz` (Postgres, the journal and the object
+store answer)."""
 
 from __future__ import annotations
 
@@ -34,15 +35,25 @@ def health_router(deps: ApiDeps) -> APIRouter:
         "/readyz",
         response_model=Readiness,
         summary="Readiness",
-        responses={503: {"model": Readiness, "description": "Postgres or the journal does not answer."}},
+        responses={
+            503: {
+                "model": Readiness,
+                "description": "Postgres, the journal or the object store does not answer.",
+            }
+        },
     )
     async def readyz() -> JSONResponse:
-        """200 when Postgres answers `SELECT 1` and the journal answers `last_seq()`; 503 otherwise,
-        with the failing check's error."""
-        postgres, journal = await asyncio.gather(
-            check(deps.pool.fetchval("SELECT 1")), check(deps.journal.last_seq())
-        )
-        checks = {"postgres": postgres, "journal": journal}
+        """200 when Postgres answers `SELECT 1`, the journal answers `last_seq()` and the object
+        store's root can be listed (`object_store`: a missing S3 bucket fails it, named in the
+        error); 503 otherwise, with the failing check's error."""
+        calls: dict[str, Awaitable[Any]] = {
+            "postgres": deps.pool.fetchval("SELECT 1"),
+            "journal": deps.journal.last_seq(),
+        }
+        if deps.object_store is not None:
+            calls["object_store"] = deps.object_store.check()
+        results = await asyncio.gather(*(check(call) for call in calls.values()))
+        checks = dict(zip(calls, results, strict=True))
         ready = all(result.ok for result in checks.values())
         body = Readiness(status="ready" if ready else "unavailable", checks=checks)
         return JSONResponse(

@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+import uuid
+
 import asyncpg
 import httpx
 
+from memstream.api import build_api_deps, create_app
+from memstream.config import S3Settings, Settings
 from memstream.journal.store import SlateJournal
 
 
@@ -16,7 +20,7 @@ async def test_readyz_ready(client: httpx.AsyncClient) -> None:
     assert response.status_code == 200
     assert response.json() == {
         "status": "ready",
-        "checks": {"postgres": {"ok": True}, "journal": {"ok": True}},
+        "checks": {"postgres": {"ok": True}, "journal": {"ok": True}, "object_store": {"ok": True}},
     }
 
 
@@ -38,3 +42,38 @@ async def test_readyz_fails_when_postgres_gone(client: httpx.AsyncClient, pool: 
     assert response.status_code == 503
     assert response.json()["checks"]["postgres"]["ok"] is False
     assert response.json()["checks"]["journal"] == {"ok": True}
+
+
+async def _readyz_with_object_store(
+    api_settings: Settings, journal: SlateJournal, pool: asyncpg.Pool, url: str, s3: S3Settings
+) -> httpx.Response:
+    settings = api_settings.model_copy(update={"object_store_url": url, "s3": s3})
+    app = create_app(build_api_deps(settings, journal, pool))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+        return await client.get("/readyz")
+
+
+async def test_readyz_ready_with_an_existing_s3_bucket(
+    api_settings: Settings, journal: SlateJournal, pool: asyncpg.Pool, s3_settings: S3Settings, s3_bucket: str
+) -> None:
+    response = await _readyz_with_object_store(
+        api_settings, journal, pool, f"s3://{s3_bucket}/memstream", s3_settings
+    )
+    assert response.status_code == 200
+    assert response.json()["checks"]["object_store"] == {"ok": True}
+
+
+async def test_readyz_names_a_missing_s3_bucket(
+    api_settings: Settings, journal: SlateJournal, pool: asyncpg.Pool, s3_settings: S3Settings
+) -> None:
+    bucket = f"absent-{uuid.uuid4().hex[:8]}"
+    response = await _readyz_with_object_store(
+        api_settings, journal, pool, f"s3://{bucket}/memstream", s3_settings
+    )
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "unavailable"
+    assert body["checks"]["postgres"] == {"ok": True} and body["checks"]["journal"] == {"ok": True}
+    check = body["checks"]["object_store"]
+    assert check["ok"] is False
+    assert f"S3 bucket {bucket!r}" in check["error"] and "does not exist" in check["error"]
