@@ -6,6 +6,8 @@ every context and summary writes fail late. A LIST of the store's root (one requ
 only) succeeds on an existing bucket, empty or not, and fails on a missing one (S3 answers
 `NoSuchBucket`), on refused credentials or on an unreachable endpoint.
 
+A local directory (`file:///DIR`) is checked on the file system instead.
+
 `ObjectStoreProbe.check()` raises `ObjectStoreNotReady` with a message that names the bucket and
 what to do; `/readyz` reports it and the node logs it once at start.
 """
@@ -14,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import obstore
 
@@ -26,6 +29,10 @@ if TYPE_CHECKING:
     from obstore.store import ObjectStore
 
 log = logging.getLogger(__name__)
+
+
+def _writable_dir(path: str) -> bool:
+    return os.path.isdir(path) and os.access(path, os.W_OK)
 
 
 class ObjectStoreNotReady(Exception):
@@ -51,7 +58,18 @@ class ObjectStoreProbe:
         return cls(open_object_store(url, settings.s3, timeout_s=timeout_s), url)
 
     async def check(self) -> None:
-        """Returns when the root of the store can be listed; raises `ObjectStoreNotReady` otherwise."""
+        """Returns when the root of the store can be listed; raises `ObjectStoreNotReady` otherwise.
+        A local directory store is checked on the file system (it exists and is writable) without
+        an obstore call."""
+        parts = urlsplit(self._url)
+        if parts.scheme == "file":
+            root = unquote(parts.path)
+            if not await asyncio.to_thread(_writable_dir, root):
+                raise ObjectStoreNotReady(
+                    f"object store {mask_url(self._url)}: {root} is not a writable directory (create it "
+                    "or point MEMSTREAM_OBJECT_STORE_URL elsewhere)"
+                )
+            return
         try:
             async for _ in obstore.list(self._store, chunk_size=1):
                 break

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import shutil
 import uuid
 from pathlib import Path
 from typing import Any
@@ -83,3 +84,11 @@ async def test_local_directory_is_ready(tmp_path: Path) -> None:
     probe = ObjectStoreProbe.from_settings(settings)
     assert probe.bucket is None
     await probe.check()
+
+
+async def test_local_directory_gone_is_not_ready(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    probe = ObjectStoreProbe.from_settings(settings)  # creates the directory
+    shutil.rmtree(tmp_path / "objects")
+    with pytest.raises(ObjectStoreNotReady, match="is not a writable directory"):
+        await probe.check()
