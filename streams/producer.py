@@ -13,17 +13,25 @@ Producers never create topics (`allow.auto.create.topics=false`): a broker such 
 otherwise auto-create a missing topic with its own partition count and no declared config. A
 record for a missing topic fails with UNKNOWN_TOPIC_OR_PART after
 `topic.metadata.propagation.max.ms` (5 s); `memstream topics apply` creates topics.
+
+`produce_and_confirm` produces one batch and waits until the broker answered for EVERY record
+(the publish-and-wait core of the relays, which store their progress only once it returned no
+failure).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import Message as KafkaMessage
 
 from memstream.config import Settings
+from memstream.errors import MemstreamError
 from streams.topics import TopicRegistry, default_registry
 
 RECORD_OVERHEAD_BYTES = 64 * 1024
@@ -68,3 +76,117 @@ def make_producer(
     if logger is not None:
         config["logger"] = logger
     return Producer(config)
+
+
+# ---- one batch, every delivery confirmed ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OutgoingRecord:
+    """One record to produce: `producer.produce(topic, value, key, headers=headers)`; no value = tombstone."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, str | bytes | None]] | None = None
+
+
+@dataclass(frozen=True)
+class DeliveryFailure:
+    """The broker (or librdkafka) reported `error` for the record with `key`."""
+
+    error: KafkaError
+    key: bytes | None
+
+
+class ProduceRejected(MemstreamError):
+    """`produce` refused `records[index]` (e.g. larger than `message.max.bytes`). Records before it
+    may be queued: purge the producer (`discard_producer`) before retrying the batch."""
+
+    code = "produce_rejected"
+
+    def __init__(self, index: int, cause: KafkaException) -> None:
+        super().__init__(f"record {index} cannot be produced: {cause}")
+        self.index = index
+        self.cause = cause
+
+
+class DeliveryAborted(MemstreamError):
+    """`aborted()` gave `reason` while `pending` records were unconfirmed (their fate is unknown)."""
+
+    code = "delivery_aborted"
+
+    def __init__(self, reason: str, pending: int) -> None:
+        super().__init__(f"{reason} with {pending} records unconfirmed")
+        self.reason = reason
+        self.pending = pending
+
+
+class _Deliveries:
+    """Delivery bookkeeping of one batch, updated by librdkafka callbacks in the calling thread."""
+
+    def __init__(self, size: int) -> None:
+        self.pending = size
+        self.failures: list[DeliveryFailure] = []
+
+    def on_delivery(self, err: KafkaError | None, msg: KafkaMessage) -> None:
+        self.pending -= 1
+        if err is not None:
+            self.failures.append(DeliveryFailure(err, msg.key()))
+
+    def check(self, aborted: Callable[[], str | None]) -> None:
+        reason = aborted()
+        if reason is not None:
+            raise DeliveryAborted(reason, self.pending)
+
+
+def produce_and_confirm(
+    producer: Producer,
+    topic: str,
+    records: Sequence[OutgoingRecord],
+    *,
+    aborted: Callable[[], str | None],
+    stall_warning_s: float,
+    on_stall: Callable[[int, float], None],
+) -> list[DeliveryFailure]:
+    """Produce `records` to `topic` in order, then wait until every one was confirmed or failed.
+
+    Blocking (librdkafka calls): run it in a worker thread. Returns the failed deliveries in
+    report order; an empty list means the broker confirmed EVERY record. A full local queue
+    (`BufferError`) is waited out by serving delivery reports. Raises `ProduceRejected` when
+    `produce` refuses a record, and `DeliveryAborted` as soon as `aborted()` returns a reason
+    (checked at least every 0.2 s while waiting, and after the last report). While records stay
+    unconfirmed, `on_stall(pending, waited_s)` is called every `stall_warning_s`. After either
+    error the producer still holds queued records: purge it (`discard_producer`) before a retry.
+    """
+    deliveries = _Deliveries(len(records))
+    for index, record in enumerate(records):
+        while True:
+            try:
+                producer.produce(
+                    topic,
+                    record.value,
+                    record.key,
+                    headers=record.headers,
+                    on_delivery=deliveries.on_delivery,
+                )
+                break
+            except BufferError:  # local queue full: serve delivery reports, then retry
+                producer.poll(0.05)
+                deliveries.check(aborted)
+            except KafkaException as exc:
+                raise ProduceRejected(index, exc) from None
+    started = warned = time.monotonic()
+    while deliveries.pending > 0:
+        producer.flush(0.2)
+        deliveries.check(aborted)
+        now = time.monotonic()
+        if deliveries.pending > 0 and now - warned >= stall_warning_s:
+            warned = now
+            on_stall(deliveries.pending, now - started)
+    return deliveries.failures
+
+
+def discard_producer(producer: Producer) -> None:
+    """Drop every record `producer` still holds (queued or in flight) without waiting for the broker."""
+    producer.purge()
+    producer.flush(0)
