@@ -4,11 +4,12 @@ Contract:
 - Each round reads up to `batch_size` messages after the durable cursor
   (`journal.read_from_seq(cursor, batch_size)`), produces all of them (key = thread_id, value =
   `streams.events.encode_message`, header `message_id`) with an idempotent producer, waits until
-  the broker has confirmed EVERY one, and only then stores the cursor (`journal.set_cursor`,
-  durable). A message is therefore never skipped: a crash or a delivery failure before the cursor
-  is stored means the batch is published again (at-least-once; duplicates are limited to the
-  last unconfirmed batch). Consumers must be idempotent per (thread, offset): after such a
-  replay a thread's messages arrive again from an earlier offset.
+  the broker has confirmed EVERY one (`streams.producer.produce_and_confirm`), and only then
+  stores the cursor (`journal.set_cursor`, durable). A message is therefore never skipped: a crash
+  or a delivery failure before the cursor is stored means the batch is published again
+  (at-least-once; duplicates are limited to the last unconfirmed batch). Consumers must be
+  idempotent per (thread, offset): after such a replay a thread's messages arrive again from an
+  earlier offset.
 - Per-thread order follows seq order: one thread = one key = one partition, and the idempotent
   producer writes a partition in produce order. Records do not expire while the broker is away
   (`message.timeout.ms=0`); the relay waits, logs, and retries.
@@ -37,15 +38,21 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka import Message as KafkaMessage
+from confluent_kafka import KafkaError, Producer
 
 from memstream.config import Settings
 from memstream.errors import JournalFenced, MemstreamError
 from memstream.journal.base import Journal
 from memstream.journal.models import Message
 from streams.events import encode_message
-from streams.producer import make_producer
+from streams.producer import (
+    DeliveryAborted,
+    OutgoingRecord,
+    ProduceRejected,
+    discard_producer,
+    make_producer,
+    produce_and_confirm,
+)
 from streams.topics import TopicRegistry, topic_name
 
 log = logging.getLogger("memstream.relay")
@@ -99,19 +106,6 @@ class RelayStats:
     failures: int = 0
     rewinds: int = 0
     last_error: str | None = None
-
-
-class _Batch:
-    """Delivery bookkeeping of one batch, updated by librdkafka callbacks in the worker thread."""
-
-    def __init__(self, size: int) -> None:
-        self.pending = size
-        self.errors: list[tuple[KafkaError, bytes | None]] = []
-
-    def on_delivery(self, err: KafkaError | None, msg: KafkaMessage) -> None:
-        self.pending -= 1
-        if err is not None:
-            self.errors.append((err, msg.key()))
 
 
 class Relay:
@@ -320,8 +314,7 @@ class Relay:
     def _drop_producer(self) -> None:
         producer, self._producer = self._producer, None
         if producer is not None:
-            producer.purge()
-            producer.flush(0)
+            discard_producer(producer)
 
     def _on_client_error(self, err: KafkaError) -> None:
         if err.fatal():
@@ -343,48 +336,44 @@ class Relay:
         self, producer: Producer, batch: Sequence[Message], aborted: Callable[[], str | None]
     ) -> None:
         """Worker thread: produce `batch`, then wait until every message is confirmed."""
-        state = _Batch(len(batch))
-        for message in batch:
-            event = encode_message(message)
-            while True:
-                try:
-                    producer.produce(
-                        self.topic,
-                        event.value,
-                        event.key,
-                        headers=event.headers,
-                        on_delivery=state.on_delivery,
-                    )
-                    break
-                except BufferError:  # local queue full: serve delivery reports, then retry
-                    producer.poll(0.05)
-                    self._check_abort(aborted, state, batch)
-                except KafkaException as exc:
-                    raise RelayDeliveryError(
-                        f"message seq {message.seq} ({len(event.value)} bytes) cannot be produced to "
-                        f"{self.topic}: {exc}"
-                    ) from None
-        started = time.monotonic()
-        warned = started
-        while state.pending > 0:
-            producer.flush(0.2)
-            self._check_abort(aborted, state, batch)
-            now = time.monotonic()
-            if state.pending > 0 and now - warned >= self.stall_warning_s:
-                warned = now
-                log.warning(
-                    "relay %s: %d of %d messages (seq %d..%d) not yet confirmed by %s after %.0fs; still "
-                    "waiting (is the broker up?)",
-                    self.cursor_name,
-                    state.pending,
-                    len(batch),
-                    batch[0].seq,
-                    batch[-1].seq,
-                    self.settings.broker_bootstrap,
-                    now - started,
-                )
-        if state.errors:
-            err, key = state.errors[0]
+        events = [encode_message(message) for message in batch]
+        records = [OutgoingRecord(event.key, event.value, event.headers) for event in events]
+        first, last = batch[0].seq, batch[-1].seq
+
+        def stalled(pending: int, waited_s: float) -> None:
+            log.warning(
+                "relay %s: %d of %d messages (seq %d..%d) not yet confirmed by %s after %.0fs; still "
+                "waiting (is the broker up?)",
+                self.cursor_name,
+                pending,
+                len(batch),
+                first,
+                last,
+                self.settings.broker_bootstrap,
+                waited_s,
+            )
+
+        try:
+            failures = produce_and_confirm(
+                producer,
+                self.topic,
+                records,
+                aborted=aborted,
+                stall_warning_s=self.stall_warning_s,
+                on_stall=stalled,
+            )
+        except ProduceRejected as exc:
+            raise RelayDeliveryError(
+                f"message seq {batch[exc.index].seq} ({len(events[exc.index].value)} bytes) cannot be "
+                f"produced to {self.topic}: {exc.cause}"
+            ) from None
+        except DeliveryAborted as exc:
+            raise RelayAborted(
+                f"relay {self.cursor_name} {exc.reason} with {exc.pending} of {len(batch)} messages "
+                f"(seq {first}..{last}) unconfirmed; they will be published again"
+            ) from None
+        if failures:
+            err, key = failures[0].error, failures[0].key
             hint = ""
             missing = err.code() in _MISSING_TOPIC
             if missing:
@@ -392,17 +381,7 @@ class Relay:
             elif err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
                 hint = " (raise max.message.bytes in topics.yaml, then `memstream topics apply`)"
             raise RelayDeliveryError(
-                f"{len(state.errors)} of {len(batch)} messages (seq {batch[0].seq}..{batch[-1].seq}) were "
+                f"{len(failures)} of {len(batch)} messages (seq {first}..{last}) were "
                 f"not delivered to {self.topic}: {err.str()}{hint}; first failed key {key!r}",
                 topic_missing=missing,
-            )
-
-    def _check_abort(
-        self, aborted: Callable[[], str | None], state: _Batch, batch: Sequence[Message]
-    ) -> None:
-        reason = aborted()
-        if reason is not None:
-            raise RelayAborted(
-                f"relay {self.cursor_name} {reason} with {state.pending} of {len(batch)} messages "
-                f"(seq {batch[0].seq}..{batch[-1].seq}) unconfirmed; they will be published again"
             )

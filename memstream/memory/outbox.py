@@ -8,9 +8,10 @@ Contract:
   advisory lock (so at most one relay per database publishes at a time; others find the lock
   taken and do nothing), reads up to `batch_size` rows in seq order, produces them all (key =
   `record_key`, value = the EntryEvent JSON, or no value for a tombstone) with an idempotent
-  producer, waits until the broker confirmed EVERY one, and only then deletes those rows and
-  commits. A crash or a delivery failure before the commit leaves the rows in place: they are
-  published again (at-least-once; duplicates are a suffix of the outbox republished in order).
+  producer, waits until the broker confirmed EVERY one (`streams.producer.produce_and_confirm`),
+  and only then deletes those rows and commits. A crash or a delivery failure before the commit
+  leaves the rows in place: they are published again (at-least-once; duplicates are a suffix of
+  the outbox republished in order).
 - Per-entry order: the rows of one entry are in its commit order (each write locks the entry
   row before inserting its outbox row), one entry = one key = one partition, and the idempotent
   producer keeps produce order per partition. So the last record of a key is its latest state.
@@ -31,18 +32,23 @@ import hashlib
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
-from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka import Message as KafkaMessage
+from confluent_kafka import Producer
 
 from memstream.config import Settings
 from memstream.errors import MemstreamError
-from streams.producer import make_producer
+from streams.producer import (
+    DeliveryAborted,
+    OutgoingRecord,
+    ProduceRejected,
+    discard_producer,
+    make_producer,
+    produce_and_confirm,
+)
 from streams.topics import TopicRegistry, topic_name
 
 log = logging.getLogger("memstream.memory.outbox")
@@ -89,17 +95,6 @@ def encode_value(value: Any) -> bytes | None:
     if value is None:
         return None
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
-
-
-class _Batch:
-    def __init__(self, size: int) -> None:
-        self.pending = size
-        self.errors: list[KafkaError] = []
-
-    def on_delivery(self, err: KafkaError | None, msg: KafkaMessage) -> None:
-        self.pending -= 1
-        if err is not None:
-            self.errors.append(err)
 
 
 class EntriesOutboxRelay:
@@ -296,54 +291,46 @@ class EntriesOutboxRelay:
     def _drop_producer(self) -> None:
         producer, self._producer = self._producer, None
         if producer is not None:
-            producer.purge()
-            producer.flush(0)
+            discard_producer(producer)
 
     def _publish(
         self, producer: Producer, batch: Sequence[OutboxRecord], aborted: Callable[[], str | None]
     ) -> None:
         """Worker thread: produce `batch`, then wait until every record is confirmed."""
-        state = _Batch(len(batch))
-        for record in batch:
-            while True:
-                try:
-                    producer.produce(self.topic, record.value, record.key, on_delivery=state.on_delivery)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-                    self._check_abort(aborted, state, batch)
-                except KafkaException as exc:
-                    raise OutboxDeliveryError(
-                        f"outbox seq {record.seq} cannot be produced to {self.topic}: {exc}"
-                    ) from None
-        started = warned = time.monotonic()
-        while state.pending > 0:
-            producer.flush(0.2)
-            self._check_abort(aborted, state, batch)
-            now = time.monotonic()
-            if state.pending > 0 and now - warned >= self.stall_warning_s:
-                warned = now
-                log.warning(
-                    "outbox relay: %d of %d records (seq %d..%d) not confirmed by %s after %.0fs; waiting",
-                    state.pending,
-                    len(batch),
-                    batch[0].seq,
-                    batch[-1].seq,
-                    self.settings.broker_bootstrap,
-                    now - started,
-                )
-        if state.errors:
-            raise OutboxDeliveryError(
-                f"{len(state.errors)} of {len(batch)} records (seq {batch[0].seq}..{batch[-1].seq}) were not "
-                f"delivered to {self.topic}: {state.errors[0].str()} (run `memstream topics apply` if the "
-                "topic is missing)"
+        first, last = batch[0].seq, batch[-1].seq
+
+        def stalled(pending: int, waited_s: float) -> None:
+            log.warning(
+                "outbox relay: %d of %d records (seq %d..%d) not confirmed by %s after %.0fs; waiting",
+                pending,
+                len(batch),
+                first,
+                last,
+                self.settings.broker_bootstrap,
+                waited_s,
             )
 
-    @staticmethod
-    def _check_abort(aborted: Callable[[], str | None], state: _Batch, batch: Sequence[OutboxRecord]) -> None:
-        reason = aborted()
-        if reason is not None:
+        try:
+            failures = produce_and_confirm(
+                producer,
+                self.topic,
+                [OutgoingRecord(record.key, record.value) for record in batch],
+                aborted=aborted,
+                stall_warning_s=self.stall_warning_s,
+                on_stall=stalled,
+            )
+        except ProduceRejected as exc:
+            raise OutboxDeliveryError(
+                f"outbox seq {batch[exc.index].seq} cannot be produced to {self.topic}: {exc.cause}"
+            ) from None
+        except DeliveryAborted as exc:
             raise OutboxAborted(
-                f"outbox relay {reason} with {state.pending} of {len(batch)} records (seq "
-                f"{batch[0].seq}..{batch[-1].seq}) unconfirmed; they will be published again"
+                f"outbox relay {exc.reason} with {exc.pending} of {len(batch)} records (seq "
+                f"{first}..{last}) unconfirmed; they will be published again"
+            ) from None
+        if failures:
+            raise OutboxDeliveryError(
+                f"{len(failures)} of {len(batch)} records (seq {first}..{last}) were not "
+                f"delivered to {self.topic}: {failures[0].error.str()} (run `memstream topics apply` if the "
+                "topic is missing)"
             )
