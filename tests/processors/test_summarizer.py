@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import obstore
 import pytest
 from pydantic import SecretStr
+from redis.asyncio import Redis
 
 from memstream.config import Settings
 from memstream.journal.models import Message, NewMessage, Role, ThreadRef
@@ -36,6 +37,7 @@ from sinks.redis.locks import RedisLocks
 from sinks.redis.summary_cache import RedisSummaryCache
 from sinks.redis.thresholds import ThreadScope, ThresholdStore
 from streams.runtime.processor import InvalidMessage, Record
+from tests.processors.threshold_support import threshold_store
 
 REF = ThreadRef(environment="test", account_id="acme", thread_id="th-1")
 SCOPE = ThreadScope("test", "acme", "bot", "th-1")
@@ -44,37 +46,6 @@ SCOPE = ThreadScope("test", "acme", "bot", "th-1")
 @pytest.fixture
 def settings_(redis_url: str, tmp_path: Path) -> Settings:
     return Settings(data_dir=tmp_path / "data", environment="test", redis_url=SecretStr(redis_url))
-
-
-@pytest.fixture
-async def store(redis_url: str) -> AsyncIterator[ThresholdStore]:
-    namespace = f"t{uuid.uuid4().hex[:12]}/thresholds"
-    store = ThresholdStore(redis_client(redis_url), token_limit=2_000, message_limit=50, namespace=namespace)
-    try:
-        yield store
-    finally:
-        keys = [k async for k in store.client.scan_iter(match=f"{namespace}/*")]
-        if keys:
-            await store.client.delete(*keys)
-        await store.client.aclose()
-
-
-@pytest.fixture
-async def cache(settings_: Settings) -> AsyncIterator[RedisSummaryCache]:
-    cache = RedisSummaryCache.from_settings(settings_)
-    try:
-        yield cache
-    finally:
-        await cache.aclose()
-
-
-@pytest.fixture
-async def lock_client(redis_url: str) -> AsyncIterator[Any]:
-    client = redis_client(redis_url)
-    try:
-        yield client
-    finally:
-        await client.aclose()
 
 
 class Slow:
@@ -116,36 +87,63 @@ class Unreachable(Slow):
         return await super().summarize(previous, messages, max_tokens=max_tokens)
 
 
-def build(
-    settings: Settings,
-    store: ThresholdStore,
-    cache: RedisSummaryCache,
-    lock_client: Any,
-    journal: SlateJournal,
-    model: ChatModel,
-    *,
-    lock_namespace: str | None = None,
-) -> Summarizer:
-    return Summarizer(
-        thresholds=store,
-        summaries=CachedSummaryWriter(cache, ObjectStoreSummaryWriter.from_settings(settings)),
-        locks=RedisLocks(lock_client, namespace=lock_namespace or f"{store.namespace}/locks"),
-        journal=journal,
-        chat_model=model,
-        retry_delays=(0.01, 0.01),
-        lock_wait_s=5.0,
-    )
+@dataclass
+class Rig:
+    """What a summarizer of the test works on: thresholds, summary cache, lock client, journal."""
 
+    settings: Settings
+    store: ThresholdStore
+    cache: RedisSummaryCache
+    lock_client: Redis
+    journal: SlateJournal
 
-async def append(journal: SlateJournal, n: int, *, agent: str = "bot") -> list[Message]:
-    stored: list[Message] = []
-    for i in range(n):
-        role: Role = "user" if i % 2 == 0 else "assistant"
-        text = f"Message {i}: the customer asked about invoice {1000 + i} and the refund policy."
-        stored += await journal.append(
-            REF, agent, "u1" if role == "user" else None, [NewMessage(role=role, content=text)]
+    async def summarizer(self, model: ChatModel, *, lock_namespace: str | None = None) -> Summarizer:
+        """A started summarizer using `model` (locks under `lock_namespace`, else the test's own)."""
+        summarizer = Summarizer(
+            thresholds=self.store,
+            summaries=CachedSummaryWriter(self.cache, ObjectStoreSummaryWriter.from_settings(self.settings)),
+            locks=RedisLocks(self.lock_client, namespace=lock_namespace or f"{self.store.namespace}/locks"),
+            journal=self.journal,
+            chat_model=model,
+            retry_delays=(0.01, 0.01),
+            lock_wait_s=5.0,
         )
-    return stored
+        await summarizer.start()
+        return summarizer
+
+    async def summary(self) -> Summary | None:
+        """The thread's current summary, as the context reader sees it."""
+        return await ObjectStoreSummaryReader.from_settings(self.settings).read(REF, "bot")
+
+    async def append(self, n: int) -> list[Message]:
+        stored: list[Message] = []
+        for i in range(n):
+            role: Role = "user" if i % 2 == 0 else "assistant"
+            text = f"Message {i}: the customer asked about invoice {1000 + i} and the refund policy."
+            stored += await self.journal.append(
+                REF, "bot", "u1" if role == "user" else None, [NewMessage(role=role, content=text)]
+            )
+        return stored
+
+    async def take_guard(self, crossing: int) -> None:
+        """What the thresholds processor did at the crossing: the guard is held (value: its offset)."""
+        assert await self.store.client.set(self.store.guard_key(SCOPE), crossing, nx=True, px=60_000)
+
+    async def guard(self) -> int | None:
+        held = await self.store.client.get(self.store.guard_key(SCOPE))
+        return None if held is None else int(held)
+
+
+@pytest.fixture
+async def rig(settings_: Settings, redis_url: str, journal: SlateJournal) -> AsyncIterator[Rig]:
+    async with threshold_store(redis_url) as store:
+        cache = RedisSummaryCache.from_settings(settings_)
+        lock_client = redis_client(redis_url)
+        try:
+            yield Rig(settings_, store, cache, lock_client, journal)
+        finally:
+            await lock_client.aclose()
+            await cache.aclose()
 
 
 def request(to_offset: int, from_offset: int = 0, offset: int = 0, **changes: Any) -> Record:
@@ -168,16 +166,6 @@ def request(to_offset: int, from_offset: int = 0, offset: int = 0, **changes: An
     return Record("compaction.flushed", 0, offset, b"th-1", json.dumps(payload).encode(), (), None)
 
 
-async def take_guard(store: ThresholdStore, crossing: int) -> None:
-    """What the thresholds processor did at the crossing: the guard is held (value: its offset)."""
-    assert await store.client.set(store.guard_key(SCOPE), crossing, nx=True, px=60_000)
-
-
-async def guard(store: ThresholdStore) -> int | None:
-    held = await store.client.get(store.guard_key(SCOPE))
-    return None if held is None else int(held)
-
-
 async def stored_versions(settings: Settings) -> list[Summary]:
     """Every `summary.v{N}.json` object of the thread, by N."""
     objects = open_object_store(settings.object_store)
@@ -192,25 +180,14 @@ async def stored_versions(settings: Settings) -> list[Summary]:
     return found
 
 
-async def started(summarizer: Summarizer) -> Summarizer:
-    await summarizer.start()
-    return summarizer
-
-
-async def test_a_request_produces_version_one_visible_to_the_context_reader(
-    settings_: Settings,
-    store: ThresholdStore,
-    cache: RedisSummaryCache,
-    lock_client: Any,
-    journal: SlateJournal,
-) -> None:
-    messages = await append(journal, 60)
-    await take_guard(store, 49)
+async def test_a_request_produces_version_one_visible_to_the_context_reader(rig: Rig) -> None:
+    messages = await rig.append(60)
+    await rig.take_guard(49)
     model = Slow(0)
-    summarizer = await started(build(settings_, store, cache, lock_client, journal, model))
+    summarizer = await rig.summarizer(model)
     await summarizer.process([request(49)])
 
-    summary = await ObjectStoreSummaryReader.from_settings(settings_).read(REF, "bot")
+    summary = await rig.summary()
     assert summary is not None
     assert (summary.version, summary.last_message_offset, summary.last_message_id) == (
         1,
@@ -221,28 +198,22 @@ async def test_a_request_produces_version_one_visible_to_the_context_reader(
     assert 0 < summary.token_count <= SUMMARY_MAX_TOKENS and summary.content
     (call,) = model.calls
     assert call[0] is None and [m.offset for m in call[1]] == list(range(50))
-    assert await cache.get(REF, "bot") == summary  # the context path's cache shows it too
+    assert await rig.cache.get(REF, "bot") == summary  # the context path's cache shows it too
     # the thresholds restart after the summary, and the thread can be compacted again
-    assert await guard(store) is None
-    assert await store.counters(SCOPE) == {"base": 50, "tokens": 0, "messages": 0, "stale": 1}
+    assert await rig.guard() is None
+    assert await rig.store.counters(SCOPE) == {"base": 50, "tokens": 0, "messages": 0, "stale": 1}
 
 
-async def test_a_second_request_folds_the_previous_summary(
-    settings_: Settings,
-    store: ThresholdStore,
-    cache: RedisSummaryCache,
-    lock_client: Any,
-    journal: SlateJournal,
-) -> None:
-    messages = await append(journal, 100)
+async def test_a_second_request_folds_the_previous_summary(rig: Rig) -> None:
+    messages = await rig.append(100)
     model = Slow(0)
-    summarizer = await started(build(settings_, store, cache, lock_client, journal, model))
+    summarizer = await rig.summarizer(model)
     await summarizer.process([request(49)])
-    first = await ObjectStoreSummaryReader.from_settings(settings_).read(REF, "bot")
-    await take_guard(store, 89)
+    first = await rig.summary()
+    await rig.take_guard(89)
     await summarizer.process([request(89, from_offset=50)])
 
-    second = await ObjectStoreSummaryReader.from_settings(settings_).read(REF, "bot")
+    second = await rig.summary()
     assert second is not None and first is not None
     assert (second.version, second.last_message_offset, second.last_message_id, second.message_count) == (
         2,
@@ -253,50 +224,38 @@ async def test_a_second_request_folds_the_previous_summary(
     previous, folded = model.calls[1]
     assert previous == first  # progressive: the previous summary plus only the new messages
     assert [m.offset for m in folded] == list(range(50, 90))
-    assert await guard(store) is None
-    assert await store.counters(SCOPE) == {"base": 90, "tokens": 0, "messages": 0, "stale": 1}
+    assert await rig.guard() is None
+    assert await rig.store.counters(SCOPE) == {"base": 90, "tokens": 0, "messages": 0, "stale": 1}
 
 
-async def test_redelivery_creates_no_new_version_and_frees_no_newer_guard(
-    settings_: Settings,
-    store: ThresholdStore,
-    cache: RedisSummaryCache,
-    lock_client: Any,
-    journal: SlateJournal,
-) -> None:
-    await append(journal, 80)
+async def test_redelivery_creates_no_new_version_and_frees_no_newer_guard(rig: Rig) -> None:
+    await rig.append(80)
     model = Slow(0)
-    summarizer = await started(build(settings_, store, cache, lock_client, journal, model))
+    summarizer = await rig.summarizer(model)
     await summarizer.process([request(49), request(49, offset=1)])  # duplicated within a batch
-    await take_guard(store, 75)  # a later crossing is in flight
+    await rig.take_guard(75)  # a later crossing is in flight
     await summarizer.process([request(49)])  # late redelivery
-    summary = await ObjectStoreSummaryReader.from_settings(settings_).read(REF, "bot")
+    summary = await rig.summary()
     assert summary is not None and summary.version == 1
     assert len(model.calls) == 1
-    assert await guard(store) == 75  # belongs to the later crossing: kept
+    assert await rig.guard() == 75  # belongs to the later crossing: kept
 
 
-async def test_racing_summarizers_write_one_linear_history(
-    settings_: Settings,
-    store: ThresholdStore,
-    cache: RedisSummaryCache,
-    lock_client: Any,
-    journal: SlateJournal,
-) -> None:
-    await append(journal, 60)
+async def test_racing_summarizers_write_one_linear_history(rig: Rig) -> None:
+    await rig.append(60)
     models = [Slow(0.05) for _ in range(4)]
     # two share the lock; two have their own lock namespace (a lease that expired mid-work):
     # only the version check keeps them apart
     racers = [
-        await started(build(settings_, store, cache, lock_client, journal, m, lock_namespace=ns))
+        await rig.summarizer(m, lock_namespace=ns)
         for m, ns in zip(models, ["shared", "shared", "a", "b"], strict=True)
     ]
-    writer = ObjectStoreSummaryWriter.from_settings(settings_)
+    writer = ObjectStoreSummaryWriter.from_settings(rig.settings)
     for to_offset in (9, 19, 29, 39, 49, 59):
         await asyncio.gather(*(r.process([request(to_offset)]) for r in racers))
         current = await writer.current(REF, "bot")
         assert current is not None and current.last_message_offset == to_offset
-    versions = await stored_versions(settings_)
+    versions = await stored_versions(rig.settings)
     assert [s.version for s in versions] == list(range(1, len(versions) + 1))  # no gaps
     offsets = [s.last_message_offset for s in versions]
     assert offsets == sorted(offsets) and offsets[-1] == 59 and len(set(offsets)) == len(offsets)
@@ -305,17 +264,11 @@ async def test_racing_summarizers_write_one_linear_history(
     assert sum(len(m.calls) for m in models) >= 2 * len(versions)  # the racers really raced
 
 
-async def test_a_model_that_keeps_failing_dead_letters_and_releases_the_guard(
-    settings_: Settings,
-    store: ThresholdStore,
-    cache: RedisSummaryCache,
-    lock_client: Any,
-    journal: SlateJournal,
-) -> None:
-    await append(journal, 50)
-    await take_guard(store, 49)
+async def test_a_model_that_keeps_failing_dead_letters_and_releases_the_guard(rig: Rig) -> None:
+    await rig.append(50)
+    await rig.take_guard(49)
     model = Unreachable()
-    summarizer = await started(build(settings_, store, cache, lock_client, journal, model))
+    summarizer = await rig.summarizer(model)
     record = request(49)
     with pytest.raises(InvalidMessage) as caught:
         await summarizer.process([record])
@@ -323,64 +276,46 @@ async def test_a_model_that_keeps_failing_dead_letters_and_releases_the_guard(
     assert "ModelUnavailable" in caught.value.reason and "connection refused" in caught.value.reason
     assert isinstance(caught.value.error, ModelUnavailable)
     assert len(model.calls) == 3  # the first attempt and two retries
-    assert await guard(store) is None
-    assert await ObjectStoreSummaryReader.from_settings(settings_).read(REF, "bot") is None
+    assert await rig.guard() is None
+    assert await rig.summary() is None
     # the lock was released: another summarizer can work on the thread right away
-    healthy = await started(build(settings_, store, cache, lock_client, journal, Slow(0)))
+    healthy = await rig.summarizer(Slow(0))
     healthy.lock_wait_s = 0.0
     await healthy.process([record])
-    summary = await ObjectStoreSummaryReader.from_settings(settings_).read(REF, "bot")
+    summary = await rig.summary()
     assert summary is not None and summary.version == 1
 
 
-async def test_a_model_failing_once_is_retried(
-    settings_: Settings,
-    store: ThresholdStore,
-    cache: RedisSummaryCache,
-    lock_client: Any,
-    journal: SlateJournal,
-) -> None:
-    await append(journal, 50)
-    await take_guard(store, 49)
+async def test_a_model_failing_once_is_retried(rig: Rig) -> None:
+    await rig.append(50)
+    await rig.take_guard(49)
     model = Unreachable(fail=2)
-    summarizer = await started(build(settings_, store, cache, lock_client, journal, model))
+    summarizer = await rig.summarizer(model)
     await summarizer.process([request(49)])
-    summary = await ObjectStoreSummaryReader.from_settings(settings_).read(REF, "bot")
+    summary = await rig.summary()
     assert summary is not None and summary.version == 1 and summary.message_count == 50
-    assert await guard(store) is None
+    assert await rig.guard() is None
 
 
-async def test_a_request_beyond_the_journal_is_dead_lettered_at_once(
-    settings_: Settings,
-    store: ThresholdStore,
-    cache: RedisSummaryCache,
-    lock_client: Any,
-    journal: SlateJournal,
-) -> None:
-    await append(journal, 10)
-    await take_guard(store, 49)
+async def test_a_request_beyond_the_journal_is_dead_lettered_at_once(rig: Rig) -> None:
+    await rig.append(10)
+    await rig.take_guard(49)
     model = Slow(0)
-    summarizer = await started(build(settings_, store, cache, lock_client, journal, model))
+    summarizer = await rig.summarizer(model)
     with pytest.raises(InvalidMessage, match="no message of agent 'bot' at offset 49"):
         await summarizer.process([request(49)])
-    assert model.calls == [] and await guard(store) is None
+    assert model.calls == [] and await rig.guard() is None
 
 
-async def test_an_invalid_record_is_rejected_before_anything_happens(
-    settings_: Settings,
-    store: ThresholdStore,
-    cache: RedisSummaryCache,
-    lock_client: Any,
-    journal: SlateJournal,
-) -> None:
-    await append(journal, 50)
+async def test_an_invalid_record_is_rejected_before_anything_happens(rig: Rig) -> None:
+    await rig.append(50)
     model = Slow(0)
-    summarizer = await started(build(settings_, store, cache, lock_client, journal, model))
+    summarizer = await rig.summarizer(model)
     for bad in (request(49, account_id="no/slashes"), request(49, agent_id="../other")):
         with pytest.raises(InvalidMessage, match=r"compaction\.flushed value is invalid"):
             await summarizer.process([request(49), bad])
     assert model.calls == []
-    assert await ObjectStoreSummaryReader.from_settings(settings_).read(REF, "bot") is None
+    assert await rig.summary() is None
 
 
 def test_outside_the_node_the_summarizer_refuses_to_start(settings_: Settings) -> None:

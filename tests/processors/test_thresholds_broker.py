@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,7 +17,6 @@ from memstream.journal.store import SlateJournal
 from memstream.summaries import Summary
 from processors.thresholds import NAME, OUTPUT_TOPIC, Counters, Thresholds, advance, create
 from sinks.objectstore.summaries import ObjectStoreSummaryWriter
-from sinks.redis.client import redis_client
 from sinks.redis.thresholds import ThreadScope, ThresholdStore
 from streams.admin import apply_topics
 from streams.events import encode_message
@@ -26,6 +24,7 @@ from streams.runtime import RuntimeOptions
 from streams.runtime.processor import InvalidMessage, Record
 from streams.topics import TopicRegistry, default_registry
 from tests.processors.runtime_support import broker_settings, produce, run_until_caught_up, short_options
+from tests.processors.threshold_support import threshold_store, wipe
 from tests.processors.topic_reading import read_thread_topic
 
 REPLAY = f"{NAME}-replay"
@@ -50,13 +49,8 @@ def registry(settings_: Settings) -> TopicRegistry:
 
 @pytest.fixture
 async def store(redis_url: str) -> AsyncIterator[ThresholdStore]:
-    namespace = f"t{uuid.uuid4().hex[:12]}/thresholds"
-    store = ThresholdStore(redis_client(redis_url), token_limit=2_000, message_limit=50, namespace=namespace)
-    try:
+    async with threshold_store(redis_url) as store:
         yield store
-    finally:
-        await wipe(store)
-        await store.client.aclose()
 
 
 @pytest.fixture
@@ -78,13 +72,6 @@ async def processor(
         yield processor
     finally:
         await processor.stop()
-
-
-async def wipe(store: ThresholdStore) -> None:
-    """Redis lost everything of this test (the namespace's keys: claims, counters, guards)."""
-    keys = [k async for k in store.client.scan_iter(match=f"{store.namespace}/*")]
-    if keys:
-        await store.client.delete(*keys)
 
 
 async def append(

@@ -1,0 +1,30 @@
+"""A `ThresholdStore` of the test's own on the session's Redis: a random key namespace, wiped and
+closed at the end."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from sinks.redis.client import redis_client
+from sinks.redis.thresholds import ThresholdStore
+
+
+async def wipe(store: ThresholdStore) -> None:
+    """Redis lost everything of this test (the namespace's keys: claims, counters, guards)."""
+    keys = [k async for k in store.client.scan_iter(match=f"{store.namespace}/*")]
+    if keys:
+        await store.client.delete(*keys)
+
+
+@asynccontextmanager
+async def threshold_store(redis_url: str) -> AsyncIterator[ThresholdStore]:
+    """Limits 2,000 tokens / 50 messages under a fresh `t{hex}/thresholds` namespace."""
+    namespace = f"t{uuid.uuid4().hex[:12]}/thresholds"
+    store = ThresholdStore(redis_client(redis_url), token_limit=2_000, message_limit=50, namespace=namespace)
+    try:
+        yield store
+    finally:
+        await wipe(store)
+        await store.client.aclose()
