@@ -107,24 +107,19 @@ def component_checks(settings: Settings) -> list[Check]:
             start_hint if embedded["broker"] else "check MEMSTREAM_BROKER_URL and that the brokers run",
         )
     )
-    err = _pg_probe(settings.postgres)
-    checks.append(
-        Check(
-            "postgres",
-            err is None,
-            f"{how['postgres']} {mask_url(settings.postgres)}" + ("" if err is None else f": {err}"),
-            start_hint if embedded["postgres"] else "check MEMSTREAM_POSTGRES_DSN and the server",
+    for name, url, probe, setting in (
+        ("postgres", settings.postgres, _pg_probe, "MEMSTREAM_POSTGRES_DSN"),
+        ("redis", settings.redis, _redis_probe, "MEMSTREAM_REDIS_URL"),
+    ):
+        err = probe(url)
+        checks.append(
+            Check(
+                name,
+                err is None,
+                f"{how[name]} {mask_url(url)}" + ("" if err is None else f": {err}"),
+                start_hint if embedded[name] else f"check {setting} and the server",
+            )
         )
-    )
-    err = _redis_probe(settings.redis)
-    checks.append(
-        Check(
-            "redis",
-            err is None,
-            f"{how['redis']} {mask_url(settings.redis)}" + ("" if err is None else f": {err}"),
-            start_hint if embedded["redis"] else "check MEMSTREAM_REDIS_URL and the server",
-        )
-    )
     clickhouse = clickhouse_check(settings)
     if clickhouse is not None:
         checks.append(clickhouse)
