@@ -264,6 +264,19 @@ def _entry_uuid(entry_id: str) -> uuid.UUID:
         raise InvalidInput(f"entry_id {entry_id!r} is not a UUID", field="entry_id") from None
 
 
+def _uuids(ids: Sequence[str]) -> list[uuid.UUID]:
+    """The UUIDs among `ids`, in order, each once; what is not a UUID is dropped."""
+    wanted: list[uuid.UUID] = []
+    for raw in ids:
+        try:
+            uid = uuid.UUID(raw)
+        except (ValueError, AttributeError, TypeError):
+            continue
+        if uid not in wanted:
+            wanted.append(uid)
+    return wanted
+
+
 def _live(entry: MemoryEntry, now: datetime) -> bool:
     return entry.expires_at is None or entry.expires_at > now
 
@@ -624,14 +637,7 @@ class MemoryService:
         s = _scope(scope)
         if category is not None:
             check_category(category)
-        wanted: builtins.list[uuid.UUID] = []
-        for raw in ids:
-            try:
-                uid = uuid.UUID(raw)
-            except (ValueError, AttributeError, TypeError):
-                continue
-            if uid not in wanted:
-                wanted.append(uid)
+        wanted = _uuids(ids)
         if not wanted:
             return []
         found = await self._store.by_ids(
@@ -685,14 +691,7 @@ class MemoryService:
         were counted. Ids that are not UUIDs or not visible are ignored. Not published (the version
         does not change): recall counters are not part of the projection's contract."""
         s = _scope(scope)
-        ids: builtins.list[uuid.UUID] = []
-        for raw in entry_ids:
-            try:
-                uid = uuid.UUID(raw)
-            except (ValueError, AttributeError, TypeError):
-                continue
-            if uid not in ids:
-                ids.append(uid)
+        ids = _uuids(entry_ids)
         if not ids:
             return 0
         return await self._store.record_recall(s, ids, at or self._now())
