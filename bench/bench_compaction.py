@@ -36,10 +36,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -52,6 +50,7 @@ from typing import Any
 import httpx
 from figures import load_note, pct
 from pydantic import SecretStr
+from server_group import server_group
 
 from memstream.config import Settings
 from memstream.embedded import services
@@ -363,42 +362,36 @@ def main() -> None:
         f"({load_note()})",
         flush=True,
     )
-    started: list[ManagedProcess] = []
-    try:
-        for proc in (
-            services.broker_process(work, broker_port),
-            services.postgres_process(work, pg_port),
-            services.redis_process(work, redis_port),
-        ):
-            proc.start()
-            started.append(proc)
-        services.ensure_database(pg_port, "bench")
-        settings = Settings(
-            data_dir=work / "node",
-            environment=ENVIRONMENT,
-            topic_prefix=f"bench{uuid.uuid4().hex[:8]}.",
-            broker_url=f"kafka://127.0.0.1:{broker_port}",
-            postgres_dsn=SecretStr(f"postgresql://postgres@127.0.0.1:{pg_port}/bench"),
-            redis_url=SecretStr(f"redis://127.0.0.1:{redis_port}/0"),
-        )
-        key = asyncio.run(create_key(settings, ACCOUNT, "bench"))
-        node = node_process(settings, api_port, work / "logs" / "node.log")
-        t0 = time.monotonic()
-        node.start(timeout=180)
-        started.append(node)
-        print(f"node ready in {time.monotonic() - t0:.1f} s (log: {work / 'logs' / 'node.log'})", flush=True)
-        asyncio.run(run(args, f"http://127.0.0.1:{api_port}", key))
-    except Exception:
-        for proc in started:
-            if proc.name == "node":
-                print(f"node log tail:\n{proc.log_tail(30)}", file=sys.stderr, flush=True)
-        raise
-    finally:
-        for proc in reversed(started):
-            with contextlib.suppress(Exception):
-                proc.stop(sig=services.POSTGRES_STOP_SIGNAL if proc.name == "postgres" else 15)
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
+    with server_group(work, keep=args.keep) as servers:
+        try:
+            for proc in (
+                services.broker_process(work, broker_port),
+                services.postgres_process(work, pg_port),
+                services.redis_process(work, redis_port),
+            ):
+                servers.start(proc)
+            services.ensure_database(pg_port, "bench")
+            settings = Settings(
+                data_dir=work / "node",
+                environment=ENVIRONMENT,
+                topic_prefix=f"bench{uuid.uuid4().hex[:8]}.",
+                broker_url=f"kafka://127.0.0.1:{broker_port}",
+                postgres_dsn=SecretStr(f"postgresql://postgres@127.0.0.1:{pg_port}/bench"),
+                redis_url=SecretStr(f"redis://127.0.0.1:{redis_port}/0"),
+            )
+            key = asyncio.run(create_key(settings, ACCOUNT, "bench"))
+            node = node_process(settings, api_port, work / "logs" / "node.log")
+            t0 = time.monotonic()
+            servers.start(node, timeout=180)
+            print(
+                f"node ready in {time.monotonic() - t0:.1f} s (log: {work / 'logs' / 'node.log'})", flush=True
+            )
+            asyncio.run(run(args, f"http://127.0.0.1:{api_port}", key))
+        except Exception:
+            for proc in servers.started:
+                if proc.name == "node":
+                    print(f"node log tail:\n{proc.log_tail(30)}", file=sys.stderr, flush=True)
+            raise
 
 
 if __name__ == "__main__":

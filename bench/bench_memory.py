@@ -44,11 +44,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import math
 import random
-import shutil
 import statistics
 import tempfile
 import threading
@@ -60,12 +58,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import asyncpg
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+import memory_corpus
 from figures import load_note, pct
+from server_group import server_group
+from topic_consumer import consumer_from_start
 
 from memstream.config import Settings
 from memstream.embedded import services
-from memstream.embedded.process import ManagedProcess, free_port
+from memstream.embedded.process import free_port
 from memstream.embeddings.offline import OfflineMiniLM
 from memstream.embeddings.sparse import Bm25Sparse
 from memstream.memory.models import OBSERVATION_TTL_DAYS, Category, MemoryEntry, Visibility
@@ -131,52 +131,14 @@ TEAMS = [
     "The web frontend",
 ]
 VERBS = [
-    "prefers",
-    "needs",
-    "uses",
-    "avoids",
-    "depends on",
-    "was migrated to",
-    "asked about",
-    "complained about",
-    "is allergic to",
-    "deploys on",
-    "reported a bug in",
-    "likes",
-    "wants a refund for",
-    "scheduled",
+    *memory_corpus.VERBS,
     "replaced",
     "is evaluating",
     "stopped using",
     "documented",
 ]
 OBJECTS = [
-    "green tea",
-    "dark mode",
-    "PostgreSQL 16",
-    "Kubernetes",
-    "weekly reports",
-    "the Berlin office",
-    "invoice 4471",
-    "two-factor authentication",
-    "vegetarian food",
-    "Friday deployments",
-    "Python 3.12",
-    "the premium plan",
-    "Slack notifications",
-    "the Q3 roadmap",
-    "peanuts",
-    "the staging cluster",
-    "email summaries",
-    "Redis caching",
-    "the mobile checkout",
-    "Spanish translations",
-    "GraphQL",
-    "a standing desk",
-    "quarterly OKRs",
-    "the London data center",
-    "annual billing",
-    "Jira tickets",
+    *memory_corpus.OBJECTS,
     "TypeScript",
     "the onboarding flow",
     "feature flags",
@@ -187,15 +149,7 @@ OBJECTS = [
     "Terraform modules",
 ]
 TAILS = [
-    "since last spring",
-    "for compliance reasons",
-    "every Monday",
-    "because of latency",
-    "at 9am",
-    "after the outage",
-    "according to the last call",
-    "until further notice",
-    "for the new hires",
+    *memory_corpus.TAILS,
     "in the EU region",
     "when traveling",
     "",
@@ -545,17 +499,7 @@ class Collector(threading.Thread):
         self.stop = threading.Event()
 
     def run(self) -> None:
-        topic = self.settings.topic("memory.entries")
-        partitions = load_topics().get("memory.entries").partitions
-        consumer = Consumer(
-            {
-                "bootstrap.servers": self.settings.broker_bootstrap,
-                "group.id": f"bench-{uuid.uuid4().hex}",
-                "enable.auto.commit": False,
-                "fetch.wait.max.ms": 5,
-            }
-        )
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        consumer = consumer_from_start(self.settings, "memory.entries")
         try:
             while not self.stop.is_set():
                 for record in consumer.consume(500, 0.002):  # returns after 2 ms with what arrived
@@ -843,29 +787,18 @@ def main() -> None:
     args.work = tempfile.mkdtemp(prefix="memstream-bench-memory-", dir="/tmp")
     work = Path(args.work)
     broker_port, pg_port = free_port(), free_port()
-    procs: list[ManagedProcess] = [
-        services.broker_process(work, broker_port),
-        services.postgres_process(work, pg_port),
-    ]
-    started: list[ManagedProcess] = []
+    procs = [services.broker_process(work, broker_port), services.postgres_process(work, pg_port)]
     print(
         f"memory bench: {args.entries:,} entries, Tansu on 127.0.0.1:{broker_port}, "
         f"PostgreSQL on 127.0.0.1:{pg_port}, data in {work} ({load_note()})",
         flush=True,
     )
-    try:
+    with server_group(work, keep=args.keep) as servers:
         for proc in procs:
-            proc.start()
-            started.append(proc)
+            servers.start(proc)
         services.ensure_database(pg_port, "bench")
         dsn = f"postgresql://postgres@127.0.0.1:{pg_port}/bench"
         asyncio.run(run(args, f"127.0.0.1:{broker_port}", dsn))
-    finally:
-        for proc in reversed(started):
-            with contextlib.suppress(Exception):
-                proc.stop(sig=services.POSTGRES_STOP_SIGNAL if proc.name == "postgres" else 15)
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

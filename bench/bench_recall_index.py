@@ -28,7 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
+import memory_corpus
 from figures import pct
+from memory_corpus import OBJECTS, VERBS
 
 from memstream.embeddings.offline import OfflineMiniLM
 from memstream.embeddings.sparse import Bm25Sparse
@@ -50,62 +52,7 @@ SUBJECTS = [
     "The billing system",
     "The CEO",
 ]
-VERBS = [
-    "prefers",
-    "needs",
-    "uses",
-    "avoids",
-    "depends on",
-    "was migrated to",
-    "asked about",
-    "complained about",
-    "is allergic to",
-    "deploys on",
-    "reported a bug in",
-    "likes",
-    "wants a refund for",
-    "scheduled",
-]
-OBJECTS = [
-    "green tea",
-    "dark mode",
-    "PostgreSQL 16",
-    "Kubernetes",
-    "weekly reports",
-    "the Berlin office",
-    "invoice 4471",
-    "two-factor authentication",
-    "vegetarian food",
-    "Friday deployments",
-    "Python 3.12",
-    "the premium plan",
-    "Slack notifications",
-    "the Q3 roadmap",
-    "peanuts",
-    "the staging cluster",
-    "email summaries",
-    "Redis caching",
-    "the mobile checkout",
-    "Spanish translations",
-    "GraphQL",
-    "a standing desk",
-    "quarterly OKRs",
-    "the London data center",
-    "annual billing",
-    "Jira tickets",
-]
-TAILS = [
-    "since last spring",
-    "for compliance reasons",
-    "every Monday",
-    "because of latency",
-    "at 9am",
-    "after the outage",
-    "according to the last call",
-    "until further notice",
-    "for the new hires",
-    "",
-]
+TAILS = [*memory_corpus.TAILS, ""]
 AGENTS, USERS = 20, 200
 
 

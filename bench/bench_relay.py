@@ -27,12 +27,11 @@ import statistics
 import tempfile
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from figures import pct
+from topic_consumer import consumer_from_start
 
 from memstream.config import Settings
 from memstream.embedded import services
@@ -62,17 +61,7 @@ class Collector(threading.Thread):
         self.stop = threading.Event()
 
     def run(self) -> None:
-        topic = self.settings.topic("journal.messages")
-        partitions = load_topics().get("journal.messages").partitions
-        consumer = Consumer(
-            {
-                "bootstrap.servers": self.settings.broker_bootstrap,
-                "group.id": f"bench-{uuid.uuid4().hex}",
-                "enable.auto.commit": False,
-                "fetch.wait.max.ms": 5,
-            }
-        )
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        consumer = consumer_from_start(self.settings, "journal.messages")
         try:
             while not self.stop.is_set() and len(self.arrived) < self.expected:
                 for record in consumer.consume(500, 0.002):  # returns after 2 ms with what arrived
