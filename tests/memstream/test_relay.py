@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 
 from memstream.config import Settings
@@ -24,15 +23,14 @@ from memstream.relay import Relay, RelayDeliveryError, RelayLag
 from streams.admin import apply_topics
 from streams.events import MESSAGE_ID_HEADER, decode_message, header
 from streams.topics import load_topics
+from tests.memstream.relay_support import consume_from_start, relay_settings_on
 
 REGISTRY = load_topics()
 
 
 @pytest.fixture
 def relay_settings(broker: str, topic_prefix: str, tmp_path: Path) -> Settings:
-    settings = Settings(data_dir=tmp_path / "data", broker_url=f"kafka://{broker}", topic_prefix=topic_prefix)
-    apply_topics(settings, REGISTRY)
-    return settings
+    return relay_settings_on(broker, topic_prefix, tmp_path)
 
 
 async def append(journal: SlateJournal, threads: int, per_thread: int, *, tag: str = "") -> list[Message]:
@@ -50,33 +48,7 @@ def consume(
 ) -> list[KafkaMessage]:
     """Every record of journal.messages from the beginning: until `expected` arrived and then
     nothing more for `quiet_s` (so extra duplicates would be seen)."""
-    topic = settings.topic("journal.messages")
-    partitions = REGISTRY.get("journal.messages").partitions
-    consumer = Consumer(
-        {
-            "bootstrap.servers": settings.broker_bootstrap,
-            "group.id": f"test-{uuid.uuid4().hex}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    records: list[KafkaMessage] = []
-    deadline = time.monotonic() + timeout_s
-    last_new = time.monotonic()
-    try:
-        while time.monotonic() < deadline:
-            batch = consumer.consume(1000, 0.2)
-            for record in batch:
-                assert record.error() is None, record.error()
-                records.append(record)
-            if batch:
-                last_new = time.monotonic()
-            elif len(records) >= expected and time.monotonic() - last_new >= quiet_s:
-                break
-    finally:
-        consumer.close()
-    return records
+    return consume_from_start(settings, "journal.messages", expected, quiet_s=quiet_s, timeout_s=timeout_s)
 
 
 def by_thread(records: Sequence[KafkaMessage]) -> dict[str, list[Message]]:

@@ -5,14 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import asyncpg
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 
 from memstream.config import Settings
@@ -21,6 +19,7 @@ from memstream.memory.outbox import RELAY_LOCK_KEY, EntriesOutboxRelay
 from memstream.memory.service import MemoryService
 from streams.admin import apply_topics
 from streams.topics import load_topics
+from tests.memstream.relay_support import consume_from_start, relay_settings_on
 
 from .helpers import FakeClock, outbox, scope
 
@@ -30,9 +29,7 @@ SPEC = REGISTRY.get("memory.entries")
 
 @pytest.fixture
 def relay_settings(broker: str, topic_prefix: str, tmp_path: Path) -> Settings:
-    settings = Settings(data_dir=tmp_path / "data", broker_url=f"kafka://{broker}", topic_prefix=topic_prefix)
-    apply_topics(settings, REGISTRY)
-    return settings
+    return relay_settings_on(broker, topic_prefix, tmp_path)
 
 
 def consume(
@@ -40,32 +37,7 @@ def consume(
 ) -> list[KafkaMessage]:
     """Every record of memory.entries from the beginning, until `expected` arrived and then nothing
     more for `quiet_s` (so unexpected extra records would be seen)."""
-    topic = settings.topic("memory.entries")
-    consumer = Consumer(
-        {
-            "bootstrap.servers": settings.broker_bootstrap,
-            "group.id": f"test-{uuid.uuid4().hex}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(SPEC.partitions)])
-    records: list[KafkaMessage] = []
-    deadline = time.monotonic() + timeout_s
-    last_new = time.monotonic()
-    try:
-        while time.monotonic() < deadline:
-            batch = consumer.consume(1000, 0.2)
-            for record in batch:
-                assert record.error() is None, record.error()
-                records.append(record)
-            if batch:
-                last_new = time.monotonic()
-            elif len(records) >= expected and time.monotonic() - last_new >= quiet_s:
-                break
-    finally:
-        consumer.close()
-    return records
+    return consume_from_start(settings, "memory.entries", expected, quiet_s=quiet_s, timeout_s=timeout_s)
 
 
 def by_key(records: list[KafkaMessage]) -> dict[str, list[int | None]]:
