@@ -36,6 +36,8 @@ from pydantic import SecretStr
 from memstream.config import S3Settings, Settings
 from memstream.embedded import services
 from memstream.embedded.process import ManagedProcess, free_port
+from memstream.embeddings.offline import OfflineMiniLM
+from memstream.embeddings.sparse import Bm25Sparse
 from memstream.journal.store import SlateJournal
 from sinks.clickhouse.store import ClickHouseTranscriptStore
 from sinks.postgres.migrations import migrate
@@ -304,3 +306,16 @@ def transcript_settings(settings: Settings, clickhouse_dsn: str, clickhouse_data
     return settings.model_copy(
         update={"clickhouse_dsn": SecretStr(clickhouse_dsn), "clickhouse_database": clickhouse_database}
     )
+
+
+@pytest.fixture(scope="session")
+def embedder() -> OfflineMiniLM:
+    """The offline MiniLM, loaded once for the session."""
+    model = OfflineMiniLM()
+    model.load()
+    return model
+
+
+@pytest.fixture(scope="session")
+def sparse() -> Bm25Sparse:
+    return Bm25Sparse()

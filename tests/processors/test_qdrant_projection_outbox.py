@@ -18,37 +18,24 @@ from memstream.memory.outbox import encode_value
 from memstream.memory.service import MemoryService
 from processors.qdrant_projection import QdrantProjection, entry_payload
 from sinks.qdrant.base import CollectionRef
-from sinks.qdrant.edge import QdrantEdgeIndex
-from sinks.qdrant.server import QdrantServerIndex
 from streams.runtime.processor import Record
 from tests.memstream.memory.helpers import FakeClock, scope
 from tests.processors.projection_support import TOPIC
+from tests.sinks.qdrant.adapters import KINDS, Index, open_adapter
 
-Index = QdrantEdgeIndex | QdrantServerIndex
 MODEL = "all-MiniLM-L6-v2-int8"
 ACME = CollectionRef(environment="test", account_id="acme", model_id=MODEL)
 GLOBEX = CollectionRef(environment="test", account_id="globex", model_id=MODEL)
 
 
-@pytest.fixture(scope="module")
-def embedder() -> OfflineMiniLM:
-    model = OfflineMiniLM()
-    model.load()
-    return model
-
-
-def open_index(kind: str, root: Path) -> Index:
-    return QdrantEdgeIndex(root / "edge") if kind == "edge" else QdrantServerIndex(path=str(root / "client"))
-
-
-@pytest.fixture(params=["edge", "client-local"])
+@pytest.fixture(params=KINDS)
 def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
 @pytest.fixture
 async def index(kind: str, tmp_path: Path) -> AsyncIterator[Index]:
-    opened = open_index(kind, tmp_path / "live")
+    opened = open_adapter(kind, tmp_path / "live")
     yield opened
     await opened.close()
 
@@ -134,7 +121,7 @@ async def test_hygiene_changes_reach_the_index_and_a_replay_rebuilds_it(
 
     # replay the whole log into an empty index, in other batch sizes: exactly the same points
     for size in (1, 3, len(log.records)):
-        rebuilt = open_index(kind, tmp_path / f"rebuilt-{size}")
+        rebuilt = open_adapter(kind, tmp_path / f"rebuilt-{size}")
         try:
             again = QdrantProjection(rebuilt, embedder, Bm25Sparse(), clock=clock, close_index=False)
             for start in range(0, len(log.records), size):

@@ -15,8 +15,8 @@ from memstream.memory.models import MemoryEntry
 from memstream.memory.recall import Recaller, boosted, rank
 from memstream.memory.service import MemoryService
 from sinks.qdrant.base import IndexFilter, VectorIndex
-from sinks.qdrant.edge import QdrantEdgeIndex
 from sinks.qdrant.server import QdrantServerIndex
+from tests.sinks.qdrant.adapters import KINDS, open_adapter
 
 from .entries import make_entry
 from .helpers import FakeClock, scope
@@ -26,25 +26,9 @@ ALICE = scope("alice")
 BOB = scope("bob")
 
 
-@pytest.fixture(scope="session")
-def embedder() -> OfflineMiniLM:
-    model = OfflineMiniLM()
-    model.load()
-    return model
-
-
-@pytest.fixture(scope="session")
-def sparse() -> Bm25Sparse:
-    return Bm25Sparse()
-
-
-@pytest.fixture(params=["edge", "client-local"])
+@pytest.fixture(params=KINDS)
 async def index(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[VectorIndex]:
-    opened: VectorIndex
-    if request.param == "edge":
-        opened = QdrantEdgeIndex(tmp_path / "edge")
-    else:
-        opened = QdrantServerIndex(path=str(tmp_path / "client"))
+    opened = open_adapter(request.param, tmp_path)
     yield opened
     await opened.close()
 

@@ -21,13 +21,6 @@ from .helpers import scope
 from .index_helpers import MODEL_ID, DownIndex, project
 
 
-@pytest.fixture(scope="session")
-def embedder() -> OfflineMiniLM:
-    model = OfflineMiniLM()
-    model.load()
-    return model
-
-
 @pytest.fixture
 async def index(tmp_path: Path) -> AsyncIterator[QdrantEdgeIndex]:
     opened = QdrantEdgeIndex(tmp_path / "edge")

@@ -18,13 +18,6 @@ from memstream.journal.store import SlateJournal
 from sinks.qdrant.edge import QdrantEdgeIndex
 
 
-@pytest.fixture(scope="session")
-def offline_embedder() -> OfflineMiniLM:
-    model = OfflineMiniLM()
-    model.load()
-    return model
-
-
 @pytest.fixture
 async def edge_index(tmp_path: Path) -> AsyncIterator[QdrantEdgeIndex]:
     index = QdrantEdgeIndex(tmp_path / "qdrant")
@@ -33,10 +26,8 @@ async def edge_index(tmp_path: Path) -> AsyncIterator[QdrantEdgeIndex]:
 
 
 @pytest.fixture
-def memory_deps(
-    pool: asyncpg.Pool, offline_embedder: OfflineMiniLM, edge_index: QdrantEdgeIndex
-) -> MemoryDeps:
-    return MemoryDeps.build(pool, offline_embedder, Bm25Sparse(), edge_index)
+def memory_deps(pool: asyncpg.Pool, embedder: OfflineMiniLM, edge_index: QdrantEdgeIndex) -> MemoryDeps:
+    return MemoryDeps.build(pool, embedder, Bm25Sparse(), edge_index)
 
 
 @pytest.fixture

@@ -94,7 +94,7 @@ async def test_store_recall_forget_over_http(
     keys: Keys,
     pool: asyncpg.Pool,
     memory_deps: MemoryDeps,
-    offline_embedder: OfflineMiniLM,
+    embedder: OfflineMiniLM,
     edge_index: QdrantEdgeIndex,
 ) -> None:
     await bind(memory_client, keys.acme, "memory")
@@ -133,7 +133,7 @@ async def test_store_recall_forget_over_http(
     assert recalled["result"]["path"] == "postgres_fts" and recalled["result"]["count"] == 2
     alice = MemoryScope(environment="test", account_id="acme", agent_id="bot", user_id="alice")
     entries = (await memory_deps.service.list(alice)).entries
-    await project(edge_index, offline_embedder, Bm25Sparse(), entries)
+    await project(edge_index, embedder, Bm25Sparse(), entries)
     recalled = (await call(memory_client, keys.acme, "memory_recall", {"query": "Ada"}, user_id="bob")).json()
     assert recalled["result"]["path"] == "qdrant"
     assert [r["key"] for r in recalled["result"]["results"]] == ["team.name"]  # not alice's private one

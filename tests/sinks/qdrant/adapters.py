@@ -1,0 +1,19 @@
+"""The two vector index adapters every index test runs on: Qdrant Edge, and qdrant-client's local
+mode (`path=`, the server code path)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sinks.qdrant.edge import QdrantEdgeIndex
+from sinks.qdrant.server import QdrantServerIndex
+
+KINDS = ["edge", "client-local"]
+"""Parameters of an index fixture: `open_adapter`'s kinds."""
+
+Index = QdrantEdgeIndex | QdrantServerIndex
+
+
+def open_adapter(kind: str, root: Path) -> Index:
+    """The `kind` adapter on its directory under `root` (opening it again reopens the same data)."""
+    return QdrantEdgeIndex(root / "edge") if kind == "edge" else QdrantServerIndex(path=str(root / "client"))
