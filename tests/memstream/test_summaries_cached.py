@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import asyncpg
@@ -17,27 +16,14 @@ from memstream.auth import Principal
 from memstream.config import Settings
 from memstream.context import SUMMARY_PREFIX
 from memstream.embedded.process import free_port
-from memstream.journal.models import NewMessage, ThreadRef
+from memstream.journal.models import NewMessage
 from memstream.journal.store import SlateJournal
-from memstream.summaries import Summary, SummaryVersionConflict, summary_version_key
+from memstream.summaries import SummaryVersionConflict, summary_version_key
 from memstream.summary_store import CachedSummaryReader, CachedSummaryWriter
 from sinks.objectstore.summaries import ObjectStoreSummaryWriter, open_object_store
 from sinks.redis.client import redis_client
 from sinks.redis.summary_cache import RedisSummaryCache
-
-THREAD = ThreadRef(environment="test", account_id="acme", thread_id="t1")
-
-
-def make(version: int, content: str = "") -> Summary:
-    return Summary(
-        version=version,
-        timestamp=datetime(2026, 11, 29, 10, 0, version, tzinfo=UTC),
-        last_message_offset=version * 10,
-        last_message_id=f"m{version * 10}",
-        content=content or f"summary version {version}",
-        token_count=4,
-        message_count=version * 10,
-    )
+from tests.summary_builders import THREAD, make
 
 
 @pytest.fixture

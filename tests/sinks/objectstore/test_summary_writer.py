@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,21 +22,9 @@ from memstream.summaries import (
     summary_version_key,
 )
 from sinks.objectstore.summaries import ObjectStoreSummaryReader, ObjectStoreSummaryWriter, open_object_store
+from tests.summary_builders import THREAD, make
 
-THREAD = ThreadRef(environment="test", account_id="acme", thread_id="t1")
 POINTER = summary_key("test", "acme", "bot", "t1")
-
-
-def make(version: int, content: str = "", *, offset: int | None = None) -> Summary:
-    return Summary(
-        version=version,
-        timestamp=datetime(2026, 11, 29, 10, 0, version % 60, tzinfo=UTC),
-        last_message_offset=offset if offset is not None else version * 10,
-        last_message_id=f"m{version * 10}",
-        content=content or f"summary version {version}",
-        token_count=4,
-        message_count=version * 10,
-    )
 
 
 @pytest.fixture(params=["local", "s3"])

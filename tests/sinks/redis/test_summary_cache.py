@@ -4,31 +4,16 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import UTC, datetime
 
 import pytest
 from redis.asyncio import Redis
 
 from memstream.journal.models import ThreadRef
-from memstream.summaries import Summary
 from sinks.redis.client import redis_client
 from sinks.redis.summary_cache import RedisSummaryCache, store_namespace
+from tests.summary_builders import THREAD, make
 
 from .conftest import OwnRedis
-
-THREAD = ThreadRef(environment="test", account_id="acme", thread_id="t1")
-
-
-def make(version: int, content: str = "") -> Summary:
-    return Summary(
-        version=version,
-        timestamp=datetime(2026, 11, 29, 10, 0, version, tzinfo=UTC),
-        last_message_offset=version * 10,
-        last_message_id=f"m{version * 10}",
-        content=content or f"summary version {version}",
-        token_count=4,
-        message_count=version * 10,
-    )
 
 
 class Clock:
