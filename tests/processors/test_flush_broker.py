@@ -18,15 +18,11 @@ from memstream.memory.agents import AgentRef, AgentService
 from memstream.memory.models import MemoryEntry
 from memstream.memory.service import MemoryService
 from memstream.models.base import (
-    ChatMessage,
-    Completion,
     FactsDraft,
     ModelUnavailable,
-    SummaryDraft,
 )
 from memstream.models.offline import OfflineChatModel
 from memstream.pinned import MemoryScope
-from memstream.summaries import Summary
 from processors.flush import NAME, OUTPUT_TOPIC, SOURCE_TOPIC, Flush, NeedsNode, create
 from streams.admin import apply_topics
 from streams.runtime.processor import InvalidMessage, Record
@@ -37,37 +33,15 @@ from tests.processors.topic_reading import read_thread_topic
 USER_SAYS = ["Hi, my name is Ada.", "I prefer tea in the morning."]
 
 
-class CountingModel:
+class CountingModel(OfflineChatModel):
     """The offline model, counting `extract_facts` calls."""
 
     def __init__(self) -> None:
-        self.inner = OfflineChatModel()
         self.extract_calls = 0
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    async def summarize(
-        self, previous: Summary | None, messages: Sequence[Message], *, max_tokens: int
-    ) -> SummaryDraft:
-        return await self.inner.summarize(previous, messages, max_tokens=max_tokens)
 
     async def extract_facts(self, messages: Sequence[Message]) -> FactsDraft:
         self.extract_calls += 1
-        return await self.inner.extract_facts(messages)
-
-    async def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        response_format: dict[str, Any] | None = None,
-        max_tokens: int | None = None,
-    ) -> Completion:
-        return await self.inner.complete(messages, response_format=response_format, max_tokens=max_tokens)
-
-    async def close(self) -> None:
-        await self.inner.close()
+        return await super().extract_facts(messages)
 
 
 class UnreachableModel(CountingModel):

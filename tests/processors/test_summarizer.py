@@ -48,27 +48,19 @@ def settings_(redis_url: str, tmp_path: Path) -> Settings:
     return Settings(data_dir=tmp_path / "data", environment="test", redis_url=SecretStr(redis_url))
 
 
-class Slow:
+class Slow(OfflineChatModel):
     """The offline model, slower (so racing summarizers overlap) and counting its calls."""
 
     def __init__(self, delay_s: float = 0.05) -> None:
-        self.inner = OfflineChatModel()
         self.delay_s = delay_s
         self.calls: list[tuple[Summary | None, list[Message]]] = []
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
 
     async def summarize(
         self, previous: Summary | None, messages: Sequence[Message], *, max_tokens: int
     ) -> SummaryDraft:
         self.calls.append((previous, list(messages)))
         await asyncio.sleep(self.delay_s)
-        return await self.inner.summarize(previous, messages, max_tokens=max_tokens)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+        return await super().summarize(previous, messages, max_tokens=max_tokens)
 
 
 class Unreachable(Slow):
