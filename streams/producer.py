@@ -34,6 +34,9 @@ from memstream.config import Settings
 from memstream.errors import MemstreamError
 from streams.topics import TopicRegistry, default_registry
 
+UNASSIGNED = -1
+"""librdkafka's RD_KAFKA_PARTITION_UA: let the partitioner choose."""
+
 RECORD_OVERHEAD_BYTES = 64 * 1024
 """Headroom above the largest topic limit for the batch envelope and headers."""
 
@@ -83,11 +86,13 @@ def make_producer(
 
 @dataclass(frozen=True)
 class OutgoingRecord:
-    """One record to produce: `producer.produce(topic, value, key, headers=headers)`; no value = tombstone."""
+    """One record to produce: `producer.produce(topic, value, key, headers=headers)`; no value = tombstone.
+    `partition`, when given, is used instead of the producer's partitioner."""
 
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, str | bytes | None]] | None = None
+    partition: int | None = None
 
 
 @dataclass(frozen=True)
@@ -166,6 +171,7 @@ def produce_and_confirm(
                     topic,
                     record.value,
                     record.key,
+                    partition=UNASSIGNED if record.partition is None else record.partition,
                     headers=record.headers,
                     on_delivery=deliveries.on_delivery,
                 )
