@@ -13,6 +13,10 @@ Batch loop (one agent, concurrency 1): take up to `batch_size` events (the proce
 processed, ack them and commit (at once; if a background commit is under way, the next one,
 within `commit_interval_s`, takes them). A batch that fails for good is never acked: the runtime records
 the crash (`ProcessorRuntime.crashed`) and stops consuming; the owner stops the app.
+
+With a `ProgressStore` (`progress=`), the runtime also keeps the group's journal progress outside
+the broker (`streams.runtime.progress`): records the group already processed (after a republish)
+are not handed to the processor again, and after each committed batch its progress is stored.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from streams.runtime.dlq import DeadLetterLimit, DeadLetterQueue
 from streams.runtime.errors import ProcessorCrashed
 from streams.runtime.options import RuntimeOptions
 from streams.runtime.processor import Processor, Record, group_id
+from streams.runtime.progress import ProgressStore, ProgressTracker
 from streams.topics import TopicRegistry, topic_name
 
 log = logging.getLogger("memstream.runtime")
@@ -107,10 +112,12 @@ class ProcessorRuntime:
         options: RuntimeOptions | None = None,
         *,
         registry: TopicRegistry | None = None,
+        progress: ProgressStore | None = None,
     ) -> None:
         self.processor = processor
         self.options = options or RuntimeOptions()
         self.group_id = group_id(processor.name, settings)
+        self.progress = None if progress is None else ProgressTracker(self.group_id, progress)
         self.source_topics = [
             topic_name(settings, name, registry=registry) for name in processor.source_topics
         ]
@@ -139,6 +146,8 @@ class ProcessorRuntime:
         self._started = True
         # faust creates its (here empty) data directories without their parents
         Path(self.app.conf.datadir).parent.mkdir(parents=True, exist_ok=True)
+        if self.progress is not None:
+            await self.progress.load()
         await self.processor.start()
         await self.app.start()
         self._watcher = asyncio.create_task(self._watch_app(), name=f"memstream.{self.processor.name}.watch")
@@ -195,7 +204,12 @@ class ProcessorRuntime:
 
     async def _handle(self, stream: StreamT[Any], events: Sequence[EventT[Any]]) -> None:
         records = [record_of(event) for event in events]
-        await run_batch(self.processor, records, self.dead_letters, self.options)
+        todo = records
+        if self.progress is not None:
+            todo = [record for record in records if not self.progress.skippable(record)]
+            self.progress.skipped += len(records) - len(todo)
+        if todo:
+            await run_batch(self.processor, todo, self.dead_letters, self.options)
         consumer = self.app.consumer
         assert isinstance(consumer, CommitGuardConsumer)
         consumer.mark_processed(event.message for event in events)
@@ -203,6 +217,9 @@ class ProcessorRuntime:
             await stream.ack(event)
         await consumer.commit()
         self.batches += 1
+        if self.progress is not None:
+            self.progress.advance(records)
+            await self.progress.checkpoint()
 
     def _crash(self, exc: BaseException) -> None:
         if isinstance(exc, ProcessorCrashed):

@@ -14,6 +14,8 @@ in the running loop; `run(stop)` returns after `stop` was set and every runtime 
   and `run` raises that same error: a processor that cannot be resumed is a crash like any other
   (the node stops; it never serves on without one of its processors). A resume that began runs to
   its end even when its caller is cancelled.
+With a `progress` store every runtime keeps its group's journal progress there
+(`streams.runtime.progress`).
 Both are no-ops (False) when the processor is not in the state they leave (`running` for pause,
 `paused` for resume; a `crashed` processor is never resumed); they are serialised per processor.
 A paused processor stays paused until resumed or until `run` returns.
@@ -33,6 +35,7 @@ from streams.runtime.errors import ProcessorCrashed, UnknownProcessor
 from streams.runtime.leave_group import leave_group, member_of
 from streams.runtime.options import RuntimeOptions
 from streams.runtime.processor import Processor, group_id
+from streams.runtime.progress import ProgressStore
 from streams.topics import TopicRegistry
 
 log = logging.getLogger("memstream.runtime")
@@ -61,6 +64,7 @@ class ProcessorSupervisor:
         registry: TopicRegistry | None = None,
         resume_attempts: int = 3,
         resume_backoff_s: float = 1.0,
+        progress: ProgressStore | None = None,
     ) -> None:
         if resume_attempts < 1:
             raise ValueError("resume_attempts must be >= 1")
@@ -69,6 +73,7 @@ class ProcessorSupervisor:
         self.registry = registry
         self.resume_attempts = resume_attempts
         self.resume_backoff_s = resume_backoff_s
+        self.progress = progress
         self._factories = dict(factories)
         self._runtimes: dict[str, ProcessorRuntime] = {}
         self._states: dict[str, State] = {name: "stopped" for name in self._factories}
@@ -192,7 +197,11 @@ class ProcessorSupervisor:
         self._states[name] = "starting"
         try:
             runtime = ProcessorRuntime(
-                self._factories[name](), self.settings, self.options, registry=self.registry
+                self._factories[name](),
+                self.settings,
+                self.options,
+                registry=self.registry,
+                progress=self.progress,
             )
         except BaseException:
             self._states[name] = "crashed"

@@ -7,7 +7,10 @@ set and every app stopped, and raises `ProcessorCrashed` as soon as one processo
 stopping the others).
 
 `run_worker(name, settings)` is what `memstream worker NAME` calls: it runs the registered
-processor `name` alone until SIGINT or SIGTERM, and owns those signals.
+processor `name` alone until SIGINT or SIGTERM, and owns those signals. It keeps the group's journal
+progress in the configured Postgres (`streams.runtime.progress`), as the node does; when Postgres
+cannot be reached at start it runs without (logged), which only means more is republished after a
+broker loss.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from memstream.config import Settings
+from memstream.config import Settings, mask_url
 from streams.runtime.app import ProcessorRuntime
 from streams.runtime.options import RuntimeOptions
 from streams.runtime.processor import Processor
+from streams.runtime.progress import ProgressStore
 from streams.topics import TopicRegistry
 
 if TYPE_CHECKING:
@@ -39,17 +43,21 @@ async def run_processors(
     options: RuntimeOptions | None = None,
     registry: TopicRegistry | None = None,
     started: asyncio.Event | None = None,
+    progress: ProgressStore | None = None,
 ) -> None:
     """Run `processors` in the current loop until `stop` is set (module doc).
 
     Processor names must be unique. `started` (optional) is set once every consumer group was
-    joined. Raises `ProcessorCrashed` for the first processor that crashed, or an error of a
-    processor's `start()`; either way everything started is stopped first.
+    joined. With `progress`, each keeps its group's journal progress there. Raises
+    `ProcessorCrashed` for the first processor that crashed, or an error of a processor's
+    `start()`; either way everything started is stopped first.
     """
     names = [p.name for p in processors]
     if len(set(names)) != len(names):
         raise ValueError(f"processor names must be unique, got {names}")
-    runtimes = [ProcessorRuntime(p, settings, options, registry=registry) for p in processors]
+    runtimes = [
+        ProcessorRuntime(p, settings, options, registry=registry, progress=progress) for p in processors
+    ]
     running: list[ProcessorRuntime] = []
     try:
         if not await _start_all(runtimes, running, stop):
@@ -134,15 +142,33 @@ def run_worker(
 async def _run_until_signal(
     processor: Processor, settings: Settings, options: RuntimeOptions | None, registry: TopicRegistry | None
 ) -> None:
+    from sinks.postgres.pool import create_pool  # the runtime itself does not depend on sinks
+    from sinks.postgres.progress import PostgresProgress
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     signals = (signal.SIGINT, signal.SIGTERM)
     for sig in signals:
         loop.add_signal_handler(sig, stop.set)
+    pool = None
     try:
-        await run_processors([processor], settings, stop, options=options, registry=registry)
+        pool = await asyncio.wait_for(create_pool(settings.postgres, min_size=1, max_size=2), 10)
+    except Exception as exc:
+        log.warning(
+            "processor %s runs without stored journal progress: Postgres (%s) is not reachable: %r",
+            processor.name,
+            mask_url(settings.postgres),
+            exc,
+        )
+    try:
+        progress = None if pool is None else PostgresProgress(pool)
+        await run_processors(
+            [processor], settings, stop, options=options, registry=registry, progress=progress
+        )
     finally:
         for sig in signals:
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(sig)
+        if pool is not None:
+            await pool.close()
     log.info("processor %s stopped", processor.name)

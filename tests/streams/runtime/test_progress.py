@@ -1,0 +1,113 @@
+"""ProgressTracker (unit): what it skips, how its chains advance, and that the store's failures
+never stop processing."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+
+import pytest
+
+from streams.runtime.processor import Record
+from streams.runtime.progress import GroupProgress, ProgressTracker, TopicProgress
+from streams.sequencing import PartitionBounds, Stamp, partition_for, stamp_headers
+
+TOPIC = "p.journal.messages"
+
+
+def stamped(
+    seq: int, prev: int, key: bytes = b"thread-1", partitions: int = 3, partition: int | None = None
+) -> Record:
+    headers = tuple(
+        (k, v if isinstance(v, bytes) else None) for k, v in stamp_headers(Stamp(seq, prev, partitions))
+    )
+    where = partition_for(key, partitions) if partition is None else partition
+    return Record(TOPIC, where, seq, key, b"{}", headers, None)
+
+
+class Store:
+    """A ProgressStore fake: records calls, can fail or hang (unit test)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int, dict[int, int]]] = []
+        self.fail = False
+        self.hang = False
+        self.loaded = GroupProgress()
+
+    async def load(self, group_id: str) -> GroupProgress:
+        if self.fail:
+            raise ConnectionError("postgres down")
+        return self.loaded
+
+    async def checkpoint(
+        self, group_id: str, topic: str, partitions: int, done: Mapping[int, int]
+    ) -> TopicProgress:
+        if self.hang:
+            await asyncio.Event().wait()
+        if self.fail:
+            raise ConnectionError("postgres down")
+        self.calls.append((topic, partitions, dict(done)))
+        return TopicProgress(watermark=min(done.values()), done=dict(done))
+
+
+async def test_a_chain_advances_only_from_what_was_done() -> None:
+    store = Store()
+    tracker = ProgressTracker("g", store)
+    p = partition_for(b"thread-1", 3)
+    tracker.advance([stamped(5, 0), stamped(9, 5)])
+    assert tracker.done(TOPIC, 3, p) == 9
+    tracker.advance([stamped(20, 12)])  # 12 is above what was done: a predecessor may be missing
+    assert tracker.done(TOPIC, 3, p) == 9
+    tracker.advance([stamped(9, 5), stamped(12, 9), stamped(20, 12)])  # a republished copy fills it
+    assert tracker.done(TOPIC, 3, p) == 20
+    await tracker.checkpoint()
+    assert store.calls == [(TOPIC, 3, {p: 20})]
+    assert tracker.watermark(TOPIC) == 20
+
+
+async def test_records_already_done_are_skippable_and_foreign_stamps_count_for_nothing() -> None:
+    store = Store()
+    p = partition_for(b"thread-1", 3)
+    store.loaded = GroupProgress(watermarks={TOPIC: 4}, done={(TOPIC, 3, p): 10})
+    tracker = ProgressTracker("g", store)
+    await tracker.load()
+    assert tracker.skippable(stamped(10, 7))
+    assert tracker.skippable(stamped(3, 0, key=b"other-thread"))  # below the watermark, any partition
+    assert not tracker.skippable(stamped(11, 10))
+    wrong = stamped(8, 0, partition=(p + 1) % 3)  # not where the relay puts that key
+    assert not tracker.skippable(wrong)
+    tracker.advance([wrong])
+    assert tracker.done(TOPIC, 3, (p + 1) % 3) == 4
+    plain = Record(TOPIC, p, 1, b"thread-1", b"{}", (("message_id", b"m"),), None)
+    assert not tracker.skippable(plain)
+
+
+async def test_store_failures_never_stop_processing(caplog: pytest.LogCaptureFixture) -> None:
+    store = Store()
+    store.fail = True
+    now = [0.0]
+    tracker = ProgressTracker("g", store, retry_after_s=10, timeout_s=0.2, clock=lambda: now[0])
+    with caplog.at_level(logging.WARNING, logger="memstream.runtime.progress"):
+        await tracker.load()  # starts from nothing
+        tracker.advance([stamped(1, 0)])
+        await tracker.checkpoint()
+        tracker.advance([stamped(2, 1)])
+        await tracker.checkpoint()  # within retry_after_s: not even tried
+    assert sum("could not store" in r.getMessage() for r in caplog.records) == 1
+    store.fail = False
+    store.hang = True
+    now[0] = 11.0
+    await asyncio.wait_for(tracker.checkpoint(), 2)  # a hanging store times out
+    assert store.calls == []
+    store.hang = False
+    now[0] = 22.0
+    await tracker.checkpoint()
+    assert store.calls == [(TOPIC, 3, {partition_for(b"thread-1", 3): 2})]  # kept, stored once it could
+
+
+def test_bounds_continue_across_batches_of_one_pass() -> None:
+    """The stamps the tracker chains are the relay's (a sanity link between both halves)."""
+    first, after = PartitionBounds.start(3, 0).stamp([(1, b"thread-1"), (2, b"thread-1")])
+    second, _ = after.stamp([(3, b"thread-1")])
+    assert [s.prev for _, s in first + second] == [0, 1, 2]
