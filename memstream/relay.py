@@ -13,6 +13,14 @@ Contract:
 - Per-thread order follows seq order: one thread = one key = one partition, and the idempotent
   producer writes a partition in produce order. Records do not expire while the broker is away
   (`message.timeout.ms=0`); the relay waits, logs, and retries.
+- Progress facts (`streams.sequencing`): the relay chooses each message's partition itself
+  (`partition_for`, the producer's own default mapping; the partition count is read from the
+  broker's metadata) and stamps each record with `seq`, `prev_seq` and `partitions` headers. A
+  pass starts at the cursor it resumes from (after a rewind or a restart); within a pass,
+  `prev_seq` is the previous seq published to that partition. After each confirmed batch, and
+  before storing the cursor, it stores its `PartitionBounds` in the `bounds_store` (when given;
+  a failed store is logged and does not stop publishing). Consumers turn these into durable
+  per-group watermarks, so that a broker that lost the topic is refilled from the lowest one.
 - A new `Relay` on the same journal resumes from the durable cursor. `rewind(to_seq)` moves the
   cursor back so everything after `to_seq` is published again (e.g. from 0 after the memory-only
   embedded broker restarted and `journal.messages` was created anew).
@@ -36,9 +44,9 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from memstream.config import Settings
 from memstream.errors import JournalFenced, MemstreamError
@@ -53,12 +61,15 @@ from streams.producer import (
     make_producer,
     produce_and_confirm,
 )
+from streams.sequencing import PartitionBounds, Stamp, stamp_headers
 from streams.topics import TopicRegistry, topic_name
 
 log = logging.getLogger("memstream.relay")
 kafka_log = logging.getLogger("memstream.relay.kafka")  # librdkafka's own log lines
 
 UNREACHABLE_LOG_INTERVAL_S = 30.0
+METADATA_WAIT_S = 0.5
+"""One metadata request's timeout while waiting for the broker (a stop is noticed within it)."""
 _MISSING_TOPIC = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
 
 JOURNAL_TOPIC = "journal.messages"
@@ -82,6 +93,14 @@ class RelayAborted(MemstreamError):
     """The relay was stopped while a batch was unconfirmed; the cursor was not advanced."""
 
     code = "relay_aborted"
+
+
+class BoundsStore(Protocol):
+    """Where the relay keeps its `PartitionBounds` (`sinks.postgres.progress.PostgresProgress`)."""
+
+    async def save_bounds(self, topic: str, bounds: PartitionBounds) -> None: ...
+
+    async def load_bounds(self, topic: str, partitions: int) -> PartitionBounds | None: ...
 
 
 @dataclass(frozen=True)
@@ -124,10 +143,12 @@ class Relay:
         registry: TopicRegistry | None = None,
         producer_overrides: Mapping[str, Any] | None = None,
         on_topic_missing: Callable[[], Awaitable[None]] | None = None,
+        bounds_store: BoundsStore | None = None,
     ) -> None:
         """`on_topic_missing`, when given, is awaited by `run` (outside any relay lock, so it may call
         `rewind`) whenever a batch failed because `journal.messages` does not exist on the broker,
-        e.g. to apply topics.yaml and rewind to 0 after the memory-only embedded broker restarted.
+        e.g. to apply topics.yaml and republish what the broker lost after the memory-only embedded
+        broker restarted. `bounds_store` keeps the relay's partition bounds (module doc).
         """
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
@@ -143,6 +164,10 @@ class Relay:
         self._registry = registry
         self._overrides = dict(producer_overrides or {})
         self._on_topic_missing = on_topic_missing
+        self._bounds_store = bounds_store
+        self._partitions: int | None = None  # of the topic, read from the broker with each new producer
+        self._bounds: PartitionBounds | None = None  # of the current pass
+        self._bounds_failed_at = -UNREACHABLE_LOG_INTERVAL_S
         self._producer: Producer | None = None
         self._producer_broken = threading.Event()
         self._closing = False
@@ -196,7 +221,9 @@ class Relay:
                 return 0
             producer = self._ensure_producer()
             try:
-                await asyncio.to_thread(self._publish, producer, batch, aborted)
+                bounds = await self._pass_bounds(producer, cursor, aborted)
+                stamps, after = bounds.stamp([(m.seq, m.thread_id.encode("utf-8")) for m in batch])
+                await asyncio.to_thread(self._publish, producer, batch, stamps, aborted)
             except asyncio.CancelledError:
                 cancelled.set()  # the worker thread stops waiting within 0.2 s
                 self._drop_producer()
@@ -205,14 +232,17 @@ class Relay:
                 self._drop_producer()  # a fresh producer (new producer id) for the retry
                 raise
             last = batch[-1].seq
+            await self._save_bounds(after)
             await self.journal.set_cursor(self.cursor_name, last)
             self._cursor = last
+            self._bounds = after
             self.stats.published += len(batch)
             self.stats.batches += 1
             return len(batch)
 
     async def rewind(self, to_seq: int = 0) -> None:
-        """Move the durable cursor back to `to_seq`: every message after it is published again."""
+        """Move the durable cursor back to `to_seq`: every message after it is published again (a
+        new pass of stamps starts there)."""
         if to_seq < 0:
             raise ValueError("to_seq must be >= 0")
         async with self._lock:
@@ -279,6 +309,77 @@ class Relay:
 
     # ---- internals -----------------------------------------------------------------------------
 
+    async def _pass_bounds(
+        self, producer: Producer, cursor: int, aborted: Callable[[], str | None]
+    ) -> PartitionBounds:
+        """The bounds to stamp a batch after `cursor` with: the current pass's; else the stored ones
+        when they were saved at exactly `cursor` (a restart); else a new pass starting at `cursor`."""
+        if self._partitions is None:
+            self._partitions = await asyncio.to_thread(self._partition_count, producer, aborted)
+        partitions = self._partitions
+        if (
+            self._bounds is not None
+            and self._bounds.cursor == cursor
+            and self._bounds.partitions == partitions
+        ):
+            return self._bounds
+        stored: PartitionBounds | None = None
+        if self._bounds_store is not None:
+            try:
+                stored = await self._bounds_store.load_bounds(self.topic, partitions)
+            except Exception as exc:
+                log.warning(
+                    "relay %s: could not read its stored partition bounds (%r)", self.cursor_name, exc
+                )
+        if stored is not None and stored.cursor == cursor:
+            self._bounds = stored
+        else:
+            self._bounds = PartitionBounds.start(partitions, cursor)
+        return self._bounds
+
+    def _partition_count(self, producer: Producer, aborted: Callable[[], str | None]) -> int:
+        """Worker thread: the topic's partition count from the broker's metadata, waiting (like a
+        delivery) while the broker does not answer; `RelayAborted` when `aborted()` says so."""
+        while True:
+            reason = aborted()
+            if reason is not None:
+                raise RelayAborted(
+                    f"relay {self.cursor_name} {reason} while reading the metadata of {self.topic}"
+                )
+            try:
+                metadata = producer.list_topics(self.topic, timeout=METADATA_WAIT_S)
+                break
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+                if error is None or error.code() not in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT):
+                    raise RelayDeliveryError(f"cannot read the metadata of {self.topic}: {exc}") from None
+        topic = metadata.topics.get(self.topic)
+        error = None if topic is None else topic.error
+        if topic is None or error is not None or not topic.partitions:
+            missing = topic is None or error is None or error.code() in _MISSING_TOPIC
+            raise RelayDeliveryError(
+                f"{self.topic} has no partitions on {self.settings.broker_bootstrap}"
+                f"{f' ({error.str()})' if error is not None else ''}"
+                + (" (the topic is missing: run `memstream topics apply`)" if missing else ""),
+                topic_missing=missing,
+            )
+        return len(topic.partitions)
+
+    async def _save_bounds(self, bounds: PartitionBounds) -> None:
+        if self._bounds_store is None:
+            return
+        try:
+            await self._bounds_store.save_bounds(self.topic, bounds)
+        except Exception as exc:  # progress facts only: publishing goes on (consumers stay behind)
+            now = time.monotonic()
+            if now - self._bounds_failed_at >= UNREACHABLE_LOG_INTERVAL_S:
+                self._bounds_failed_at = now
+                log.warning(
+                    "relay %s: could not store its partition bounds (%r); publishing goes on",
+                    self.cursor_name,
+                    exc,
+                )
+
     async def _call_topic_missing_hook(self) -> None:
         assert self._on_topic_missing is not None
         try:
@@ -312,6 +413,7 @@ class Relay:
         return self._producer
 
     def _drop_producer(self) -> None:
+        self._partitions = None  # read again with the next producer (the topic may have been recreated)
         producer, self._producer = self._producer, None
         if producer is not None:
             discard_producer(producer)
@@ -333,11 +435,19 @@ class Relay:
             )
 
     def _publish(
-        self, producer: Producer, batch: Sequence[Message], aborted: Callable[[], str | None]
+        self,
+        producer: Producer,
+        batch: Sequence[Message],
+        stamps: Sequence[tuple[int, Stamp]],
+        aborted: Callable[[], str | None],
     ) -> None:
-        """Worker thread: produce `batch`, then wait until every message is confirmed."""
+        """Worker thread: produce `batch` (to the stamped partitions), then wait until every message
+        is confirmed."""
         events = [encode_message(message) for message in batch]
-        records = [OutgoingRecord(event.key, event.value, event.headers) for event in events]
+        records = [
+            OutgoingRecord(event.key, event.value, [*event.headers, *stamp_headers(stamp)], partition)
+            for event, (partition, stamp) in zip(events, stamps, strict=True)
+        ]
         first, last = batch[0].seq, batch[-1].seq
 
         def stalled(pending: int, waited_s: float) -> None:
