@@ -15,6 +15,12 @@ returns once the index made them durable, and re-applying a plan changes nothing
 
 Replaying the topic from the beginning into an empty index rebuilds exactly the same points: a
 point is a function of the entry's last record only.
+
+After a batch is applied, the live projection (`create`) notes the batch's `outbox_seq` headers as
+applied (`memstream.memory.outbox.AppliedOutbox`), so that what the broker loses before the
+projection applied it is published again from Postgres (`EntriesOutboxRelay.republish_unapplied`).
+That note is best effort: when Postgres cannot take it, a warning is logged and the batch still
+completes (its records are then merely published again after a broker loss).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from memstream.embeddings.factory import build_embedder
 from memstream.embeddings.sparse import Bm25Sparse
 from memstream.engines import Engines
 from memstream.memory.models import EntryEvent, MemoryEntry, parse_entry_key
+from memstream.memory.outbox import AppliedOutbox, outbox_seqs
 from sinks.qdrant.base import CollectionRef, IndexPoint, VectorIndex
 from sinks.qdrant.factory import build_index
 from streams.runtime.processor import InvalidMessage, Processor, Record
@@ -166,6 +173,7 @@ class QdrantProjection(Processor):
         name: str = NAME,
         clock: Clock = utc_now,
         close_index: bool = True,
+        applied: AppliedOutbox | None = None,
     ) -> None:
         self.name = name
         self.source_topics = (SOURCE_TOPIC,)
@@ -173,6 +181,7 @@ class QdrantProjection(Processor):
         self.sink = ProjectionSink(index, embedder, sparse if sparse is not None else Bm25Sparse())
         self.clock = clock
         self.close_index = close_index
+        self.applied = applied
 
     def plan(self, batch: Sequence[Record]) -> ProjectionPlan:
         return plan(batch, self.embedder.model_id, self.clock())
@@ -181,16 +190,46 @@ class QdrantProjection(Processor):
         result = self.plan(batch)
         if not result.empty:
             await self.sink.write(result)
+        if self.applied is not None:
+            try:
+                await self.applied.record(outbox_seqs([record.headers for record in batch]))
+            except Exception as exc:
+                log.warning(
+                    "%s: could not note the applied outbox records (%r); applied anyway", self.name, exc
+                )
+
+    async def start(self) -> None:
+        if self.applied is not None:
+            try:
+                await self.applied.start()
+            except Exception as exc:  # retried with the first batch
+                log.warning(
+                    "%s: cannot reach Postgres to note applied outbox records yet (%r)", self.name, exc
+                )
 
     async def stop(self) -> None:
-        if self.close_index:
-            await self.sink.index.close()
+        try:
+            if self.close_index:
+                await self.sink.index.close()
+        finally:
+            if self.applied is not None:
+                await self.applied.stop()
 
 
 def create(settings: Settings, *, engines: Engines | None = None) -> QdrantProjection:
     """The processor for `settings` (`settings.qdrant`, `settings.embedding_model`). With the
     process's `engines` (an Edge shard can be open once per process), the index and the model are
-    shared and the caller closes them; without, the processor opens its own and closes them."""
+    shared and the caller closes them; without, the processor opens its own and closes them. It
+    notes applied outbox records on the node's pool, or on its own pool to `settings.postgres`."""
     if engines is not None:
-        return QdrantProjection(engines.index(), engines.embedder(), engines.sparse(), close_index=False)
-    return QdrantProjection(build_index(settings), build_embedder(settings.embedding_model))
+        applied = (
+            AppliedOutbox(engines.pool) if engines.pool is not None else AppliedOutbox(dsn=settings.postgres)
+        )
+        return QdrantProjection(
+            engines.index(), engines.embedder(), engines.sparse(), close_index=False, applied=applied
+        )
+    return QdrantProjection(
+        build_index(settings),
+        build_embedder(settings.embedding_model),
+        applied=AppliedOutbox(dsn=settings.postgres),
+    )

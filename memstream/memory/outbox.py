@@ -9,9 +9,16 @@ Contract:
   taken and do nothing), reads up to `batch_size` rows in seq order, produces them all (key =
   `record_key`, value = the EntryEvent JSON, or no value for a tombstone) with an idempotent
   producer, waits until the broker confirmed EVERY one (`streams.producer.produce_and_confirm`),
-  and only then deletes those rows and commits. A crash or a delivery failure before the commit
-  leaves the rows in place: they are published again (at-least-once; duplicates are a suffix of
-  the outbox republished in order).
+  and only then moves those rows to `memory_outbox_published` and commits. A crash or a delivery
+  failure before the commit leaves the rows in place: they are published again (at-least-once;
+  duplicates are a suffix of the outbox republished in order). Each record carries its row's seq
+  in the header `outbox_seq`.
+- Broker loss: the qdrant-projection records the `outbox_seq`s it applied
+  (`record_applied`, into `memory_outbox_applied`); every round deletes the rows found in both
+  tables. So `memory_outbox_published` holds what the broker confirmed and the projection has not
+  applied yet. When the broker lost `memory.entries` (`memstream.topic_sync`),
+  `republish_unapplied` moves those rows back into the outbox (same seqs, so before newer rows):
+  they are published again and the projection catches up by itself.
 - Per-entry order: the rows of one entry are in its commit order (each write locks the entry
   row before inserting its outbox row), one entry = one key = one partition, and the idempotent
   producer keeps produce order per partition. So the last record of a key is its latest state.
@@ -56,9 +63,76 @@ kafka_log = logging.getLogger("memstream.memory.outbox.kafka")
 
 ENTRIES_TOPIC = "memory.entries"
 NOTIFY_CHANNEL = "memstream_memory_outbox"
+OUTBOX_SEQ_HEADER = "outbox_seq"
 RELAY_LOCK_KEY = int.from_bytes(
     hashlib.sha256(b"memstream.memory_outbox.relay").digest()[:8], "big", signed=True
 )
+
+
+_MOVE_PUBLISHED = """
+WITH moved AS (
+    DELETE FROM memory_outbox WHERE seq = ANY($1::bigint[]) RETURNING seq, record_key, value, created_at
+)
+INSERT INTO memory_outbox_published (seq, record_key, value, created_at)
+SELECT seq, record_key, value, created_at FROM moved
+ON CONFLICT (seq) DO NOTHING
+"""
+
+_TRIM_APPLIED = """
+WITH matched AS (
+    DELETE FROM memory_outbox_applied a USING memory_outbox_published p WHERE a.seq = p.seq RETURNING a.seq
+)
+DELETE FROM memory_outbox_published WHERE seq IN (SELECT seq FROM matched)
+"""
+
+
+class AppliedOutbox:
+    """Where the qdrant-projection notes the outbox seqs it applied (module doc): on the node's
+    `pool`, or on its own pool to `dsn` (a worker), opened by `start` and closed by `stop`."""
+
+    def __init__(self, pool: asyncpg.Pool | None = None, *, dsn: str | None = None) -> None:
+        if (pool is None) == (dsn is None):
+            raise ValueError("give either a pool or a dsn")
+        self.pool = pool
+        self.dsn = dsn
+        self._own = False
+
+    async def start(self) -> None:
+        if self.pool is None and self.dsn is not None:
+            from sinks.postgres.pool import create_pool
+
+            self.pool = await create_pool(self.dsn, min_size=1, max_size=2)
+            self._own = True
+
+    async def stop(self) -> None:
+        if self._own and self.pool is not None:
+            await self.pool.close()
+            self.pool = None
+            self._own = False
+
+    async def record(self, seqs: Sequence[int]) -> None:
+        """Note that the records of outbox `seqs` are durably applied; the relay then forgets them.
+        Idempotent."""
+        if not seqs:
+            return
+        if self.pool is None:
+            await self.start()  # its own pool could not be opened at start
+        assert self.pool is not None
+        await self.pool.execute(
+            "INSERT INTO memory_outbox_applied (seq) SELECT unnest($1::bigint[]) ON CONFLICT DO NOTHING",
+            list(seqs),
+        )
+
+
+def outbox_seqs(headers: Sequence[Sequence[tuple[str, bytes | None]]]) -> list[int]:
+    """The `outbox_seq` header values among the records' `headers` (records without one are left out)."""
+    seqs: list[int] = []
+    for record_headers in headers:
+        for key, value in record_headers:
+            if key == OUTBOX_SEQ_HEADER and value is not None and value.isdigit():
+                seqs.append(int(value))
+                break
+    return seqs
 
 
 class OutboxDeliveryError(MemstreamError):
@@ -169,6 +243,7 @@ class EntriesOutboxRelay:
                 "SELECT seq, record_key, value FROM memory_outbox ORDER BY seq LIMIT $1", self.batch_size
             )
             if not rows:
+                await conn.execute(_TRIM_APPLIED)
                 return 0
             batch = [
                 OutboxRecord(row["seq"], row["record_key"].encode("utf-8"), encode_value(row["value"]))
@@ -184,12 +259,33 @@ class EntriesOutboxRelay:
             except MemstreamError:
                 self._drop_producer()
                 raise
-            await conn.execute(
-                "DELETE FROM memory_outbox WHERE seq = ANY($1::bigint[])", [r.seq for r in batch]
-            )
+            await conn.execute(_MOVE_PUBLISHED, [r.seq for r in batch])
+            await conn.execute(_TRIM_APPLIED)
         self.stats.published += len(batch)
         self.stats.batches += 1
         return len(batch)
+
+    async def republish_unapplied(self) -> int:
+        """Move every row confirmed on the topic but not applied by the projection back into the
+        outbox (module doc: after the broker lost the topic); returns how many. Waits for a round
+        in progress (the relays' advisory lock)."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", RELAY_LOCK_KEY)
+            await conn.execute(_TRIM_APPLIED)
+            moved = await conn.fetchval(
+                """
+                WITH back AS (
+                    DELETE FROM memory_outbox_published RETURNING seq, record_key, value, created_at
+                ), inserted AS (
+                    INSERT INTO memory_outbox (seq, record_key, value, created_at)
+                    SELECT seq, record_key, value, created_at FROM back
+                    ON CONFLICT (seq) DO NOTHING RETURNING 1
+                )
+                SELECT count(*) FROM inserted
+                """
+            )
+        self._wake.set()
+        return int(moved)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Publish until `stop` is set (see the module contract). Never raises for delivery errors."""
@@ -314,7 +410,10 @@ class EntriesOutboxRelay:
             failures = produce_and_confirm(
                 producer,
                 self.topic,
-                [OutgoingRecord(record.key, record.value) for record in batch],
+                [
+                    OutgoingRecord(record.key, record.value, [(OUTBOX_SEQ_HEADER, str(record.seq).encode())])
+                    for record in batch
+                ],
                 aborted=aborted,
                 stall_warning_s=self.stall_warning_s,
                 on_stall=stalled,

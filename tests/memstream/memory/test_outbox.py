@@ -15,7 +15,7 @@ from confluent_kafka import Message as KafkaMessage
 
 from memstream.config import Settings
 from memstream.memory.models import EntryEvent, entry_key
-from memstream.memory.outbox import RELAY_LOCK_KEY, EntriesOutboxRelay
+from memstream.memory.outbox import RELAY_LOCK_KEY, AppliedOutbox, EntriesOutboxRelay, outbox_seqs
 from memstream.memory.service import MemoryService
 from streams.admin import apply_topics
 from streams.topics import load_topics
@@ -216,3 +216,54 @@ def test_examples_and_schema() -> None:
     assert SPEC.partitions == 6
     for example in SPEC.examples:
         EntryEvent.model_validate(example)
+
+
+async def published(pool: asyncpg.Pool) -> list[int]:
+    return [row["seq"] for row in await pool.fetch("SELECT seq FROM memory_outbox_published ORDER BY seq")]
+
+
+async def test_confirmed_rows_wait_until_the_projection_applied_them(
+    service: MemoryService, pool: asyncpg.Pool, relay_settings: Settings
+) -> None:
+    for key in ("a", "b", "c"):
+        await service.store(scope(), key, f"{key} v1", "project_fact", scope_visibility="shared")
+    relay = EntriesOutboxRelay(pool, relay_settings)
+    applied = AppliedOutbox(pool)
+    await applied.start()
+    try:
+        assert await relay.drain() == 3
+        assert await outbox(pool) == []
+        seqs = await published(pool)
+        assert len(seqs) == 3
+        records = consume(relay_settings, 3)
+        assert sorted(outbox_seqs([r.headers() or [] for r in records])) == seqs  # each record names its row
+        await applied.record(seqs[:2])
+        await applied.record([seqs[0], 999_999])  # a repeat, and a seq whose row is not moved yet
+        assert await relay.run_once() == 0  # an idle round forgets what both sides hold
+        assert await published(pool) == seqs[2:]
+        left = [r["seq"] for r in await pool.fetch("SELECT seq FROM memory_outbox_applied")]
+        assert left == [999_999]  # kept until its row arrives
+    finally:
+        await relay.close()
+
+
+async def test_rows_not_applied_go_back_into_the_outbox_after_a_broker_loss(
+    service: MemoryService, pool: asyncpg.Pool, relay_settings: Settings
+) -> None:
+    for key in ("a", "b", "c"):
+        await service.store(scope(), key, f"{key} v1", "project_fact", scope_visibility="shared")
+    relay = EntriesOutboxRelay(pool, relay_settings)
+    try:
+        await relay.drain()
+        seqs = await published(pool)
+        await AppliedOutbox(pool).record(seqs[:1])
+        await service.store(
+            scope(), "d", "d v1", "project_fact", scope_visibility="shared"
+        )  # not published yet
+        assert await relay.republish_unapplied() == 2
+        assert [row["seq"] for row in await outbox(pool)][:2] == seqs[1:]  # before the newer row
+        assert await published(pool) == []
+        assert await relay.drain() == 3
+        assert await relay.republish_unapplied() == 3  # still not applied: they would go back again
+    finally:
+        await relay.close()
