@@ -1,8 +1,10 @@
 """The node: one process hosting the HTTP API, the journal's single writer, the relays and the processors.
 
 Start-up order: Postgres schema, topics (topics.yaml), the journal (this fences any previous
-writer), the relay (resuming from its durable cursor; from seq 0 when the broker lost the journal
-topic, as the memory-only embedded broker does on restart), the agent-memory outbox relay, the
+writer), the relay (resuming from its durable cursor; when the broker's topic is not the one the
+cursor was confirmed on - the memory-only embedded broker lost it, or another node's relay moved
+the cursor - from the lowest progress of the journal's consumer groups, `memstream.topic_sync`,
+which also re-checks every few seconds), the agent-memory outbox relay, the
 processors (sharing the process's single index and embedding model with recall: `Engines`; run
 by a `ProcessorSupervisor`, so the admin API can pause and resume one), the daily hygiene pass,
 then the API (with the operator commands under `/admin/v1`, behind the admin token: configured, or
@@ -38,14 +40,17 @@ from memstream.ops.admin_token import ensure_admin_token
 from memstream.ops.progress import ProgressCallback
 from memstream.ops.rebuild import rebuild_clickhouse, rebuild_qdrant
 from memstream.relay import JOURNAL_TOPIC, Relay
+from memstream.topic_sync import EntriesTopicGuard, JournalTopicGuard, TopicSync
 from memstream.transcripts.tools import JournalTools
-from processors.registry import create_processor, processor_names
+from processors.registry import consumers_of, create_processor, processor_names
 from sinks.clickhouse.base import TranscriptUnavailable
 from sinks.objectstore.health import ObjectStoreProbe
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
+from sinks.postgres.progress import PostgresProgress
 from sinks.redis.summary_cache import RedisSummaryCache
 from streams.admin import apply_topics
+from streams.runtime.processor import group_id
 from streams.runtime.supervisor import ProcessorSupervisor
 from streams.topics import load_topics
 
@@ -110,7 +115,7 @@ async def run_node(settings: Settings, stop: asyncio.Event) -> None:
                 stop,
                 pool,
                 journal,
-                journal_topic_is_new=JOURNAL_TOPIC in report.created,
+                created_topics=report.created,
                 admin_token=admin_token,
             )
         finally:
@@ -125,28 +130,23 @@ async def _serve(
     pool: asyncpg.Pool,
     journal: SlateJournal,
     *,
-    journal_topic_is_new: bool,
+    created_topics: Sequence[str],
     admin_token: str,
 ) -> None:
-    relay: Relay
+    topic_sync: TopicSync
 
     async def topic_missing() -> None:
         # The broker lost journal.messages while we ran (the embedded broker keeps topics in memory):
-        # declare the topics again and publish the whole journal anew; consumers are idempotent.
-        report = await asyncio.to_thread(apply_topics, settings, load_topics())
-        if report.was_created(JOURNAL_TOPIC):
-            log.warning("%s was missing on the broker: recreated it, republishing the journal", JOURNAL_TOPIC)
-            await relay.rewind(0)
+        # declare the topics again and publish what the consumers lack; they are idempotent.
+        await topic_sync.check()
 
-    relay = Relay(journal, settings, on_topic_missing=topic_missing)
-    if journal_topic_is_new and await relay.cursor() > 0:
-        log.warning(
-            "the broker has no %s topic although the journal was published up to seq %d "
-            "(a memory-only broker restarted): republishing the journal from the start",
-            JOURNAL_TOPIC,
-            await relay.cursor(),
-        )
-        await relay.rewind(0)
+    progress = PostgresProgress(pool)
+    relay = Relay(journal, settings, on_topic_missing=topic_missing, bounds_store=progress)
+    entries_relay = EntriesOutboxRelay(pool, settings)
+    journal_groups = [group_id(name, settings) for name in consumers_of(JOURNAL_TOPIC)]
+    journal_guard = JournalTopicGuard(journal, relay, progress, journal_groups)
+    topic_sync = TopicSync(settings, [journal_guard, EntriesTopicGuard(pool, entries_relay)])
+    await topic_sync.check(created=created_topics)
     api_journal: Journal = NotifyingJournal(journal, relay)
     engines = Engines(settings, journal=journal, pool=pool)
     memory = MemoryDeps.build(pool, engines.embedder(), engines.sparse(), engines.index())
@@ -169,6 +169,7 @@ async def _serve(
             for name in processor_names()
         },
         settings,
+        progress=progress,
     )
     app.include_router(
         admin_router(
@@ -179,21 +180,21 @@ async def _serve(
                 relay=relay,
                 processors=supervisor,
                 transcripts=engines.transcripts,
-                rebuilders=_rebuilders(engines),
+                rebuilders=_rebuilders(engines, journal_guard),
+                forget_progress=progress.forget,
             )
         )
     )
     server = _NodeServer(
         uvicorn.Config(app, host=settings.api_host, port=settings.api_port, log_level="info", lifespan="off")
     )
-    entries_relay = EntriesOutboxRelay(pool, settings)
-
     components_stop = asyncio.Event()
     api = asyncio.create_task(server.serve(), name="api")
     components = [
         asyncio.create_task(relay.run(components_stop), name="relay"),
         asyncio.create_task(entries_relay.run(components_stop), name="memory-outbox-relay"),
         asyncio.create_task(supervisor.run(components_stop), name="processors"),
+        asyncio.create_task(topic_sync.run(components_stop), name="topic-sync"),
         asyncio.create_task(
             run_daily(memory.service, utc_now, components_stop, at=settings.hygiene_at), name="hygiene"
         ),
@@ -221,10 +222,12 @@ async def _serve(
         raise errors[0]
 
 
-def _rebuilders(engines: Engines) -> dict[str, Rebuilder]:
-    """`memstream rebuild clickhouse|qdrant`, run over the node's engines."""
+def _rebuilders(engines: Engines, journal_guard: JournalTopicGuard) -> dict[str, Rebuilder]:
+    """`memstream rebuild clickhouse|qdrant`, run over the node's engines (the journal topic is
+    first refilled from seq 1 when it may lack early seqs: the rebuild reads all of them)."""
 
     async def clickhouse(progress: ProgressCallback) -> object:
+        await journal_guard.ensure_full_history()
         return await rebuild_clickhouse(engines, progress=progress)
 
     async def qdrant(progress: ProgressCallback) -> object:

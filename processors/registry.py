@@ -61,6 +61,22 @@ PROCESSORS: Mapping[str, ProcessorFactory] = {
 }
 """Registered processors, by name."""
 
+SOURCES: Mapping[str, tuple[str, ...]] = {
+    "clickhouse-projection": ("journal.messages",),
+    "flush": ("compaction.requested",),
+    "qdrant-projection": ("memory.entries",),
+    "summarizer": ("compaction.flushed",),
+    "thresholds": ("journal.messages",),
+}
+"""The topics each registered processor consumes (as its `source_topics`; a test keeps them equal),
+known without building the processor: the node republishes a topic from the lowest progress of
+the groups that consume it."""
+
+
+def consumers_of(topic: str) -> list[str]:
+    """The registered processors that consume `topic` (unprefixed), sorted."""
+    return sorted(name for name, topics in SOURCES.items() if topic in topics)
+
 
 def processor_names(registry: Mapping[str, ProcessorFactory] | None = None) -> list[str]:
     """The registered names, sorted."""

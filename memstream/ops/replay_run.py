@@ -14,12 +14,16 @@ called in worker threads):
    `ResumeFailed`, whose message says both whether the group was reset and why the resume failed;
    a reset that failed while the resume succeeded raises the reset's own error;
 4. without `coordinate` (group idle): commits the targets once; a broker refusal raises `GroupActive`.
+Once the targets are committed, `forget_progress(group)` (when given) deletes the group's stored
+journal progress before the processor resumes, so it processes the replayed records instead of
+skipping them as done (`streams.runtime.progress`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from memstream.errors import Conflict, MemstreamError, NotFound
@@ -86,6 +90,7 @@ async def run_replay(
     dry_run: bool = False,
     idle_timeout_s: float = 30.0,
     progress: ProgressCallback = no_progress,
+    forget_progress: Callable[[str], Awaitable[None]] | None = None,
 ) -> ReplayOutcome:
     """See the module doc."""
     status = processor_status(supervisor, name)
@@ -110,6 +115,8 @@ async def run_replay(
                 "--coordinate to have the node pause the processor, reset and resume it"
             )
         await asyncio.to_thread(offsets.apply, plan)
+        if forget_progress is not None:
+            await forget_progress(plan.group_id)
         return ReplayOutcome(plan=plan, applied=True)
     progress(Progress("pause", 0, 1, f"pausing processor {name}"))
     paused = await supervisor.pause(name)
@@ -118,6 +125,8 @@ async def run_replay(
     reset_error: BaseException | None = None
     try:
         waited = await _apply_when_idle(offsets, plan, idle_timeout_s, progress)
+        if forget_progress is not None:
+            await forget_progress(plan.group_id)
     except BaseException as exc:  # cancellation included: the processor is resumed all the same
         reset_error = exc
     if paused:

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 
 from memstream.config import Settings
 from streams.admin import apply_topics
+from streams.events import decode_message
 from streams.topics import load_topics
 
 
@@ -55,3 +57,37 @@ def consume_from_start(
     finally:
         consumer.close()
     return records
+
+
+def journal_seqs(settings: Settings) -> Counter[int]:
+    """How many records of each journal seq `journal.messages` holds, read to the end of every
+    partition (end-of-partition events, not the watermark Tansu reports wrongly)."""
+    topic = settings.topic("journal.messages")
+    consumer = Consumer(
+        {
+            "bootstrap.servers": settings.broker_bootstrap,
+            "group.id": f"check-{uuid.uuid4().hex[:8]}",  # assigned, never joined nor committed
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    seqs: Counter[int] = Counter()
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        pending = set(partitions)
+        deadline = time.monotonic() + 30
+        while pending:
+            assert time.monotonic() < deadline, f"partitions {pending} of {topic} not read to the end"
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            error = message.error()
+            if error is not None:
+                assert error.code() == KafkaError._PARTITION_EOF, error
+                pending.discard(message.partition())
+                continue
+            seqs[decode_message(message.value()).seq] += 1
+    finally:
+        consumer.close()
+    return seqs

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,13 +13,12 @@ import click
 import httpx
 import pytest
 from click.testing import CliRunner, Result
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from memstream.cli import _follow_lag, main
 from memstream.config import Settings
 from memstream.embedded.process import free_port
-from streams.events import decode_message
 from tests.memstream.node_process import RunningNode, node_env, running_node
+from tests.memstream.relay_support import journal_seqs
 
 
 class Node(RunningNode):
@@ -54,40 +52,6 @@ def wait_running(node: Node, token: str) -> None:
     while set(states(node, token).values()) != {"running"}:
         assert time.monotonic() < deadline, states(node, token)
         time.sleep(0.2)
-
-
-def journal_seqs(settings: Settings) -> Counter[int]:
-    """How many records of each journal seq `journal.messages` holds, read to the end of every
-    partition (end-of-partition events, not the watermark Tansu reports wrongly)."""
-    topic = settings.topic("journal.messages")
-    consumer = Consumer(
-        {
-            "bootstrap.servers": settings.broker_bootstrap,
-            "group.id": f"check-{uuid.uuid4().hex[:8]}",  # assigned, never joined nor committed
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    seqs: Counter[int] = Counter()
-    try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-        pending = set(partitions)
-        deadline = time.monotonic() + 30
-        while pending:
-            assert time.monotonic() < deadline, f"partitions {pending} of {topic} not read to the end"
-            message = consumer.poll(0.2)
-            if message is None:
-                continue
-            error = message.error()
-            if error is not None:
-                assert error.code() == KafkaError._PARTITION_EOF, error
-                pending.discard(message.partition())
-                continue
-            seqs[decode_message(message.value()).seq] += 1
-    finally:
-        consumer.close()
-    return seqs
 
 
 def test_operator_commands_against_a_running_node(node: Node, settings: Settings) -> None:

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from memstream.config import Settings
-from processors.registry import PROCESSORS, ProcessorFactory, create_processor, processor_names
+from processors.registry import (
+    PROCESSORS,
+    SOURCES,
+    ProcessorFactory,
+    consumers_of,
+    create_processor,
+    processor_names,
+)
 from streams.runtime import UnknownProcessor
 from streams.topics import default_registry
 from tests.streams.runtime.support import PgWriter
@@ -39,3 +46,10 @@ def test_every_shipped_processor_has_a_declared_dead_letter_topic() -> None:
     for name in PROCESSORS:
         assert topics.dlq_topic(name).name == f"dlq.{name}"
         assert create_processor(name, Settings()).name == name
+
+
+def test_the_declared_sources_are_what_each_processor_consumes() -> None:
+    assert set(SOURCES) == set(PROCESSORS)
+    for name in PROCESSORS:
+        assert create_processor(name, Settings()).source_topics == SOURCES[name]
+    assert consumers_of("journal.messages") == ["clickhouse-projection", "thresholds"]

@@ -76,6 +76,8 @@ class AdminDeps:
     transcripts: Callable[[], TranscriptStore]
     rebuilders: Mapping[str, Rebuilder]
     replay_idle_timeout_s: float = 30.0
+    forget_progress: Callable[[str], Awaitable[None]] | None = None
+    """Deletes a consumer group's stored journal progress (a replay makes it process again)."""
 
 
 class ReplayRequest(BaseModel):
@@ -268,6 +270,7 @@ def admin_router(deps: AdminDeps) -> APIRouter:
                 dry_run=request.dry_run,
                 idle_timeout_s=deps.replay_idle_timeout_s,
                 progress=progress,
+                forget_progress=deps.forget_progress,
             )
 
         return exclusive.stream(f"replay of {request.processor}", operation)

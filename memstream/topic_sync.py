@@ -1,0 +1,252 @@
+"""Keeps the node's topics complete: detects a topic that lost what was published to it, and refills it.
+
+A relay's durable progress ("published up to X") is true only for the topic it was confirmed on.
+The embedded broker keeps topics in memory, so after it restarts `journal.messages` and
+`memory.entries` are new and empty; and when two nodes share one journal, the other node's relay
+moves the shared cursor while publishing to ITS broker. Both show as a topic identity (its Kafka
+topic id, `streams.identity`) that differs from the one stored with the progress.
+
+`TopicSync(settings, guards)` checks each guarded topic: it reads the topic's identity (creating
+missing topics from topics.yaml first) and compares its `fingerprint` with the one the guard
+stored. The same identity: nothing to do. A different one: the guard refills the topic from its
+source of truth, then stores the new identity (in that order, so a crash in between refills again
+on the next check). When nothing was stored yet (a deployment that predates this check) on a topic
+that existed before this check, the topic is trusted as it was and its identity recorded.
+
+Guards:
+- `JournalTopicGuard`: identity kept in the journal beside the relay's cursor (cursor
+  `{relay cursor}.topic`, so it travels with the cursor between nodes sharing a journal). Refill:
+  rewind the relay to the lowest watermark of the journal's consumer groups (`low_watermark`,
+  `sinks.postgres.progress`), never above its cursor, and record that seq as the topic's floor
+  (`{relay cursor}.floor`: the topic may lack seqs at or below it). `ensure_full_history()`
+  republishes from seq 1 when the floor is above 0 (what `memstream rebuild clickhouse` needs).
+- `EntriesTopicGuard`: identity kept in Postgres (`topic_identities`); refill: the entries outbox
+  relay moves every record confirmed on the lost topic but not yet applied by the projection back
+  into the outbox (`EntriesOutboxRelay.republish_unapplied`).
+
+`check()` runs at node start, from the relay's topic-missing hook, and every `interval_s` in `run`
+(the periodic consistency check); checks are serialised. Logs: `memstream.topic_sync`.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+import asyncpg
+
+from memstream.config import Settings
+from memstream.errors import JournalFenced
+from memstream.journal.base import Journal
+from memstream.memory.outbox import ENTRIES_TOPIC, EntriesOutboxRelay
+from memstream.relay import JOURNAL_TOPIC, Relay
+from streams.admin import TopicAdminError, apply_topics
+from streams.identity import fingerprint, topic_identity
+from streams.topics import TopicRegistry, default_registry, topic_name
+
+log = logging.getLogger("memstream.topic_sync")
+
+CHECK_INTERVAL_S = 10.0
+FAILURE_LOG_INTERVAL_S = 60.0
+
+
+class WatermarkSource(Protocol):
+    """The lowest watermark of consumer groups (`sinks.postgres.progress.PostgresProgress`)."""
+
+    async def low_watermark(self, group_ids: Sequence[str], topic: str) -> int: ...
+
+
+class TopicGuard(abc.ABC):
+    """One topic whose stored progress belongs to one identity of it (module doc)."""
+
+    name: str
+    """The topic as declared in topics.yaml (unprefixed)."""
+
+    @abc.abstractmethod
+    async def stored(self) -> int:
+        """The fingerprint stored with the progress; 0 when none was stored yet."""
+
+    @abc.abstractmethod
+    async def store(self, fingerprint: int) -> None:
+        """Record `fingerprint` as the identity the progress now belongs to."""
+
+    @abc.abstractmethod
+    async def refill(self) -> str | None:
+        """Publish again what the topic may lack; returns what was done (for the log), or None
+        when nothing had been published that it could lack."""
+
+
+class JournalTopicGuard(TopicGuard):
+    """`journal.messages` (module doc). `groups`: the consumer groups of the topic."""
+
+    name = JOURNAL_TOPIC
+
+    def __init__(
+        self, journal: Journal, relay: Relay, watermarks: WatermarkSource, groups: Sequence[str]
+    ) -> None:
+        self.journal = journal
+        self.relay = relay
+        self.watermarks = watermarks
+        self.groups = list(groups)
+        self.identity_cursor = f"{relay.cursor_name}.topic"
+        self.floor_cursor = f"{relay.cursor_name}.floor"
+        self.last_refill_from: int | None = None
+        """The seq the last refill republished from (None: no refill in this process)."""
+
+    async def stored(self) -> int:
+        return await self.journal.get_cursor(self.identity_cursor)
+
+    async def store(self, fingerprint: int) -> None:
+        await self.journal.set_cursor(self.identity_cursor, fingerprint)
+
+    async def refill(self) -> str | None:
+        cursor = await self.relay.cursor()
+        if cursor == 0:
+            return None
+        try:
+            low = await self.watermarks.low_watermark(self.groups, self.relay.topic)
+        except Exception as exc:
+            log.warning("cannot read the consumer groups' watermarks (%r): republishing from the start", exc)
+            low = 0
+        target = min(low, cursor)
+        self.relay.interrupt()  # a round stuck on the replaced topic must give up the relay's lock
+        with contextlib.suppress(ValueError):  # something else rewound it further meanwhile
+            await self.relay.rewind(target)
+        await self.journal.set_cursor(self.floor_cursor, target)
+        self.last_refill_from = target + 1
+        return (
+            f"republishing the journal from seq {target + 1} (the lowest watermark of "
+            f"{', '.join(self.groups)}; the relay had published up to seq {cursor})"
+        )
+
+    async def ensure_full_history(self) -> bool:
+        """Republish from seq 1 when the topic may lack early seqs (its floor is above 0); True if so."""
+        floor = await self.journal.get_cursor(self.floor_cursor)
+        if floor == 0:
+            return False
+        with contextlib.suppress(ValueError):
+            await self.relay.rewind(0)  # (nothing to interrupt: the topic is the right one)
+        await self.journal.set_cursor(self.floor_cursor, 0)
+        log.info("republishing the journal from seq 1: %s lacked seqs up to %d", self.relay.topic, floor)
+        return True
+
+
+class EntriesTopicGuard(TopicGuard):
+    """`memory.entries` (module doc)."""
+
+    name = ENTRIES_TOPIC
+
+    def __init__(self, pool: asyncpg.Pool, relay: EntriesOutboxRelay) -> None:
+        self.pool = pool
+        self.relay = relay
+
+    async def stored(self) -> int:
+        value = await self.pool.fetchval(
+            "SELECT fingerprint FROM topic_identities WHERE topic = $1", self.relay.topic
+        )
+        return int(value or 0)
+
+    async def store(self, fingerprint: int) -> None:
+        await self.pool.execute(
+            """
+            INSERT INTO topic_identities (topic, fingerprint) VALUES ($1, $2)
+            ON CONFLICT (topic) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, updated_at = now()
+            """,
+            self.relay.topic,
+            fingerprint,
+        )
+
+    async def refill(self) -> str | None:
+        count = await self.relay.republish_unapplied()
+        if count == 0:
+            return None
+        return f"{count} agent-memory record(s) not yet applied by the projection go back into the outbox"
+
+
+class TopicSync:
+    """Checks guarded topics against their stored identity and refills them (module doc)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        guards: Sequence[TopicGuard],
+        *,
+        registry: TopicRegistry | None = None,
+        interval_s: float = CHECK_INTERVAL_S,
+    ) -> None:
+        self.settings = settings
+        self.guards = list(guards)
+        self.registry = registry or default_registry()
+        self.interval_s = interval_s
+        self.refills = 0
+        self._lock = asyncio.Lock()
+        self._failure_logged_at = -FAILURE_LOG_INTERVAL_S
+
+    async def check(self, *, created: Sequence[str] = ()) -> list[str]:
+        """Check every guarded topic; `created`: topics just created by the caller (unprefixed).
+        Returns the names of the topics that were refilled."""
+        refilled: list[str] = []
+        async with self._lock:
+            for guard in self.guards:
+                if await self._check(guard, guard.name in created):
+                    refilled.append(guard.name)
+        return refilled
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Check every `interval_s` until `stop`; raises only `JournalFenced`."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.interval_s)
+            if stop.is_set():
+                return
+            try:
+                await self.check()
+            except JournalFenced:
+                raise
+            except Exception as exc:
+                now = time.monotonic()
+                if now - self._failure_logged_at >= FAILURE_LOG_INTERVAL_S:
+                    self._failure_logged_at = now
+                    log.warning(
+                        "topic consistency check failed (%r); retrying in %.0fs", exc, self.interval_s
+                    )
+
+    async def _check(self, guard: TopicGuard, created: bool) -> bool:
+        broker_name = topic_name(self.settings, guard.name, registry=self.registry)
+        bootstrap = self.settings.broker_bootstrap
+        identity = await asyncio.to_thread(topic_identity, bootstrap, broker_name)
+        if identity is None:
+            report = await asyncio.to_thread(apply_topics, self.settings, self.registry)
+            created = created or report.was_created(guard.name)
+            identity = await asyncio.to_thread(topic_identity, bootstrap, broker_name)
+            if identity is None:
+                raise TopicAdminError(
+                    f"{broker_name} is still missing on {bootstrap} after applying topics.yaml"
+                )
+        current = fingerprint(identity)
+        stored = await guard.stored()
+        if stored == current:
+            return False
+        if stored == 0 and not created:
+            log.info("%s: recording its identity on %s (nothing was recorded before)", broker_name, bootstrap)
+            await guard.store(current)
+            return False
+        why = "was created anew" if stored == 0 else "is not the topic the stored progress was confirmed on"
+        done = await guard.refill()
+        await guard.store(current)
+        if done is None:
+            return False
+        self.refills += 1
+        log.warning(
+            "%s on %s %s (a broker that lost it, or another node's broker): %s",
+            broker_name,
+            bootstrap,
+            why,
+            done,
+        )
+        return True
