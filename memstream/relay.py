@@ -169,7 +169,7 @@ class Relay:
         self._bounds: PartitionBounds | None = None  # of the current pass
         self._bounds_failed_at = -UNREACHABLE_LOG_INTERVAL_S
         self._producer: Producer | None = None
-        self._producer_broken = threading.Event()
+        self._producer_broken = threading.Event()  # fatal error or interrupt(): use a new producer
         self._closing = False
         self._unreachable_logged_at = -UNREACHABLE_LOG_INTERVAL_S
         self._cursor: int | None = None
@@ -211,7 +211,7 @@ class Relay:
             if self._closing:
                 return "closed"
             if self._producer_broken.is_set():
-                return "producer failed fatally"
+                return "producer must be replaced"
             return None
 
         async with self._lock:
@@ -256,6 +256,14 @@ class Relay:
             self.stats.rewinds += 1
             log.info("relay %s rewound from seq %d to %d", self.cursor_name, current, to_seq)
         self._wake.set()
+
+    def interrupt(self) -> None:
+        """The broker replaced the topic: abort the round in progress, if any (its batch stays
+        unconfirmed and is published again), and publish the next batch with a new producer (new
+        producer id, fresh metadata and partition count). An idempotent producer can wait forever
+        for a partition that was recreated, and that round must not keep the relay's lock from the
+        rewind that refills the new topic."""
+        self._producer_broken.set()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Publish until `stop` is set (see the module contract). Raises only `JournalFenced`."""

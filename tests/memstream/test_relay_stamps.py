@@ -3,7 +3,9 @@ explicit partitions, stamps, stored bounds, passes."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -15,8 +17,11 @@ from memstream.config import Settings
 from memstream.journal import Message, NewMessage, SlateJournal, ThreadRef
 from memstream.relay import Relay
 from sinks.postgres.progress import PostgresProgress
+from streams.admin import apply_topics
 from streams.events import decode_message
 from streams.sequencing import PartitionBounds, Stamp, partition_for, stamp_of
+from streams.topics import load_topics
+from tests.memstream.own_broker import own_broker
 from tests.memstream.relay_support import consume_from_start, relay_settings_on
 
 PARTITIONS = 6  # journal.messages in topics.yaml
@@ -152,3 +157,41 @@ async def test_a_batch_published_again_carries_the_same_stamps(
         copies[stamp.seq].append(stamp)
     assert sorted(copies) == list(range(1, 13))
     assert all(len(both) == 2 and both[0] == both[1] for both in copies.values())
+
+
+async def test_interrupt_frees_a_round_stuck_on_a_recreated_topic(
+    tmp_path: Path, topic_prefix: str, journal: SlateJournal
+) -> None:
+    """After the broker recreated the topic, the idempotent producer can wait forever for a
+    partition it wrote to before (seen on Tansu): `interrupt` aborts that round and the next one
+    publishes with a new producer."""
+    with own_broker(tmp_path / "broker") as broker:
+        settings = Settings(
+            data_dir=tmp_path / "data", broker_url=f"kafka://{broker.bootstrap}", topic_prefix=topic_prefix
+        )
+        apply_topics(settings, load_topics())
+        await append(journal, 12)
+        relay = Relay(journal, settings, idle_sleep=0.01, max_backoff=0.2)
+        await drain(relay)
+        broker.restart()
+        apply_topics(settings, load_topics())  # recreated (as faust's consumers do on Tansu)
+        await append(journal, 12)
+        stop = asyncio.Event()
+        task = asyncio.create_task(relay.run(stop))
+        try:
+            await asyncio.sleep(4)
+            stuck = await relay.cursor() == 12
+            relay.interrupt()
+            deadline = time.monotonic() + 20
+            while await relay.cursor() < 24:
+                assert time.monotonic() < deadline, f"cursor {await relay.cursor()}"
+                await asyncio.sleep(0.1)
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 10)
+            await relay.close()
+        assert stuck  # without the interrupt, nothing moved
+        assert sorted(
+            decode_message(r.value()).seq
+            for r in consume_from_start(settings, "journal.messages", 12, quiet_s=0.7)
+        ) == list(range(13, 25))
