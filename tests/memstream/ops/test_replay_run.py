@@ -104,3 +104,26 @@ async def test_a_failed_reset_still_resumes_and_raises_its_own_error() -> None:
     with pytest.raises(BrokerOpFailed, match="broker gone"):
         await run_replay(offsets, supervisor, "alpha", Earliest(), coordinate=True)
     assert supervisor.calls == ["pause", "resume"] and supervisor.state == "running"
+
+
+async def test_a_replay_forgets_the_groups_stored_progress_between_reset_and_resume() -> None:
+    """Otherwise the resumed processor would skip every replayed record as already done."""
+    offsets, supervisor = FakeOffsets(), FakeSupervisor()
+    forgotten: list[tuple[str, list[str]]] = []
+
+    async def forget(group: str) -> None:
+        forgotten.append((group, list(supervisor.calls)))
+
+    await run_replay(offsets, supervisor, "alpha", Earliest(), coordinate=True, forget_progress=forget)
+    assert forgotten == [(GROUP, ["pause"])]  # after the reset, before the resume
+    supervisor.state = "paused"  # not run by the node: no coordination needed
+    forgotten.clear()
+    await run_replay(offsets, supervisor, "alpha", Earliest(), forget_progress=forget)
+    assert [group for group, _ in forgotten] == [GROUP]
+    failing = FakeOffsets(apply_error=BrokerOpFailed("broker gone"))
+    forgotten.clear()
+    with pytest.raises(BrokerOpFailed):
+        await run_replay(
+            failing, FakeSupervisor(), "alpha", Earliest(), coordinate=True, forget_progress=forget
+        )
+    assert forgotten == []  # nothing was reset: nothing is forgotten
