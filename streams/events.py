@@ -3,7 +3,8 @@
 `journal.messages` (schema in topics.yaml):
 - key: `thread_id` as UTF-8 bytes;
 - value: the JSON of `memstream.journal.models.Message` with `"schema_version": 1` added;
-- header `message_id`: the message id as UTF-8 bytes.
+- header `message_id`: the message id as UTF-8 bytes (the relay adds the progress headers `seq`,
+  `prev_seq` and `partitions`: `streams.sequencing`).
 
 `encode_message` is on the relay's hot path and does not validate against the JSON schema (the
 `Message` model already guarantees it; tests check every encoded payload against topics.yaml).

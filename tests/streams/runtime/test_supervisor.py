@@ -44,7 +44,7 @@ class FakeRuntime:
     world: World
 
     def __init__(
-        self, processor: Processor, settings: Settings, options: object, *, registry: object
+        self, processor: Processor, settings: Settings, options: object, *, registry: object, progress: object
     ) -> None:
         self.processor = processor
         self.group_id = f"g.{processor.name}"
