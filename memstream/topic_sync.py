@@ -52,6 +52,9 @@ from streams.topics import TopicRegistry, default_registry, topic_name
 log = logging.getLogger("memstream.topic_sync")
 
 CHECK_INTERVAL_S = 10.0
+IDENTITY_TIMEOUT_S = 3.0
+"""How long a check waits for the broker to describe a topic (a worker thread outlives a stop by
+at most this much)."""
 FAILURE_LOG_INTERVAL_S = 60.0
 
 
@@ -198,14 +201,24 @@ class TopicSync:
         return refilled
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Check every `interval_s` until `stop`; raises only `JournalFenced`."""
+        """Check every `interval_s` until `stop` (a check in progress is abandoned at once: a stop
+        never waits for an unreachable broker); raises only `JournalFenced`."""
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.interval_s)
             if stop.is_set():
                 return
+            check = asyncio.ensure_future(self.check())
+            stopped = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({check, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            stopped.cancel()
+            if not check.done():
+                check.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await check
+                return
             try:
-                await self.check()
+                check.result()
             except JournalFenced:
                 raise
             except Exception as exc:
@@ -219,11 +232,13 @@ class TopicSync:
     async def _check(self, guard: TopicGuard, created: bool) -> bool:
         broker_name = topic_name(self.settings, guard.name, registry=self.registry)
         bootstrap = self.settings.broker_bootstrap
-        identity = await asyncio.to_thread(topic_identity, bootstrap, broker_name)
+        identity = await asyncio.to_thread(topic_identity, bootstrap, broker_name, timeout=IDENTITY_TIMEOUT_S)
         if identity is None:
             report = await asyncio.to_thread(apply_topics, self.settings, self.registry)
             created = created or report.was_created(guard.name)
-            identity = await asyncio.to_thread(topic_identity, bootstrap, broker_name)
+            identity = await asyncio.to_thread(
+                topic_identity, bootstrap, broker_name, timeout=IDENTITY_TIMEOUT_S
+            )
             if identity is None:
                 raise TopicAdminError(
                     f"{broker_name} is still missing on {bootstrap} after applying topics.yaml"

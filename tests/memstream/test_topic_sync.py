@@ -304,3 +304,40 @@ async def test_agent_memory_not_yet_projected_when_the_broker_lost_it_reaches_th
     finally:
         await relay.close()
         await index.close()
+
+
+async def test_the_periodic_check_refills_by_itself_and_a_stop_never_waits_for_the_broker(
+    broker_of_test: OwnBroker, tmp_path: Path, topic_prefix: str, journal: SlateJournal, pool: asyncpg.Pool
+) -> None:
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        environment="test",
+        topic_prefix=topic_prefix,
+        broker_url=f"kafka://{broker_of_test.bootstrap}",
+    )
+    apply_topics(settings, REGISTRY)
+    progress = PostgresProgress(pool)
+    await append(journal, 30)
+    relay = Relay(journal, settings, bounds_store=progress)
+    guard = journal_guard(settings, journal, relay, progress)
+    sync = TopicSync(settings, [guard], registry=REGISTRY, interval_s=0.2)
+    await sync.check(created=["journal.messages"])
+    await drain(relay)
+    stop = asyncio.Event()
+    task = asyncio.create_task(sync.run(stop))
+    try:
+        broker_of_test.restart()  # nobody produces: only the periodic check can notice
+        deadline = time.monotonic() + 20
+        while sync.refills == 0:
+            assert time.monotonic() < deadline and not task.done()
+            await asyncio.sleep(0.1)
+        assert guard.last_refill_from == 1  # no consumer group ever checkpointed here
+        broker_of_test.stop()  # now every check waits for an unreachable broker
+        await asyncio.sleep(1.0)
+        stopped_at = time.monotonic()
+        stop.set()
+        await asyncio.wait_for(task, 5)
+        assert time.monotonic() - stopped_at < 1.0
+    finally:
+        stop.set()
+        await relay.close()
