@@ -48,7 +48,7 @@ from confluent_kafka import Message as KafkaMessage
 
 from memstream.config import Settings
 from memstream.engines import Engines
-from memstream.errors import InvalidInput, MemstreamError
+from memstream.errors import InvalidInput
 from memstream.journal.base import Journal
 from memstream.journal.models import Message, ThreadRef
 from memstream.memory.agents import AgentRef, AgentService
@@ -57,6 +57,7 @@ from memstream.memory.service import MemoryService
 from memstream.models.base import ChatModel, ExtractedFact
 from memstream.pinned import MemoryScope
 from streams.producer import make_producer
+from streams.runtime.errors import ProcessorCannotRun, SinkUnavailable
 from streams.runtime.processor import InvalidMessage, Processor, Record
 from streams.topics import InvalidPayload, default_registry, topic_name
 
@@ -77,15 +78,15 @@ log = logging.getLogger("memstream.flush")
 Status = Literal["stored", "skipped_no_memory", "failed"]
 
 
-class NeedsNode(MemstreamError):
+class NeedsNode(ProcessorCannotRun):
     """The processor was started without the node's journal or Postgres pool
-    (e.g. `memstream worker flush`)."""
+    (e.g. `memstream worker flush`): it is not restarted."""
 
     code = "needs_node"
 
 
-class FlushNotDelivered(MemstreamError):
-    """The broker did not confirm a `compaction.flushed` record: the batch is retried (transient)."""
+class FlushNotDelivered(SinkUnavailable):
+    """The broker did not confirm a `compaction.flushed` record: the batch is retried (an outage)."""
 
     code = "compaction_flushed_not_delivered"
 

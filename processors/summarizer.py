@@ -60,6 +60,7 @@ from memstream.summaries import (
 from processors.thresholds import NeedsNodeJournal, open_store
 from sinks.redis.locks import Lease, RedisLocks
 from sinks.redis.thresholds import ThreadScope, ThresholdStore
+from streams.runtime.errors import SinkUnavailable
 from streams.runtime.processor import InvalidMessage, Processor, Record
 
 NAME = "summarizer"
@@ -88,8 +89,9 @@ RETRIED: tuple[type[Exception], ...] = (
 )
 
 
-class SummarizerBusy(MemstreamError):
-    """Another summarizer held the thread's lock for the whole wait: the batch is retried (transient)."""
+class SummarizerBusy(SinkUnavailable):
+    """Another summarizer held the thread's lock for the whole wait: the batch is retried without
+    limit (the holder finishes, or its lease runs out)."""
 
     code = "summarizer_busy"
 

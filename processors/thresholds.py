@@ -37,13 +37,13 @@ from confluent_kafka import Message as KafkaMessage
 
 from memstream.config import Settings
 from memstream.engines import Engines
-from memstream.errors import MemstreamError
 from memstream.journal.base import Journal
 from memstream.journal.models import Message
 from memstream.summaries import SummaryWriter
 from sinks.redis.thresholds import DEFAULT_NAMESPACE, Outcome, ThreadScope, ThresholdStore
 from streams.events import InvalidEvent, decode_message
 from streams.producer import make_producer
+from streams.runtime.errors import ProcessorCannotRun, SinkUnavailable
 from streams.runtime.processor import InvalidMessage, Processor, Record
 from streams.topics import topic_name
 
@@ -66,14 +66,15 @@ Reason = Literal["tokens", "messages"]
 Clock = Callable[[], datetime]
 
 
-class NeedsNodeJournal(MemstreamError):
-    """The processor was started without the node's journal (e.g. `memstream worker thresholds`)."""
+class NeedsNodeJournal(ProcessorCannotRun):
+    """The processor was started without the node's journal (e.g. `memstream worker thresholds`):
+    it is not restarted."""
 
     code = "needs_node_journal"
 
 
-class RequestNotDelivered(MemstreamError):
-    """The broker did not confirm a compaction request: the batch is retried (transient)."""
+class RequestNotDelivered(SinkUnavailable):
+    """The broker did not confirm a compaction request: the batch is retried (an outage)."""
 
     code = "compaction_request_not_delivered"
 
