@@ -1,13 +1,14 @@
 """Run processors: several inside the caller's event loop (the embedded node), or one alone (CLI).
 
 `run_processors(processors, settings, stop)` is for code that owns the event loop and the signals
-(the node also serves HTTP with uvicorn in the same loop): it starts one faust App per processor in
-the running loop (no `app.main()`, no `mode.Worker`, no signal handlers), returns after `stop` is
-set and every app stopped, and raises `ProcessorCrashed` as soon as one processor crashed (after
-stopping the others).
+and wants a crash to end the run (tests, benches): it starts one faust App per processor in the
+running loop (no `app.main()`, no `mode.Worker`, no signal handlers), returns after `stop` is set
+and every app stopped, and raises `ProcessorCrashed` as soon as one processor crashed (after
+stopping the others). The node keeps its processors running instead (`ProcessorSupervisor`).
 
 `run_worker(name, settings)` is what `memstream worker NAME` calls: it runs the registered
-processor `name` alone until SIGINT or SIGTERM, and owns those signals.
+processor `name` alone under a `ProcessorSupervisor` (restarted after a crash) until SIGINT or
+SIGTERM, and owns those signals.
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memstream.config import Settings
 from streams.runtime.app import ProcessorRuntime
+from streams.runtime.errors import ProcessorCrashed, UnknownProcessor
 from streams.runtime.options import RuntimeOptions
 from streams.runtime.processor import Processor
+from streams.runtime.supervisor import ProcessorSupervisor
 from streams.topics import TopicRegistry
 
 if TYPE_CHECKING:
@@ -121,28 +124,51 @@ def run_worker(
 ) -> None:
     """Run the registered processor `name` alone until SIGINT/SIGTERM (`memstream worker NAME`).
 
-    `processors` defaults to `processors.registry.PROCESSORS`. Raises `UnknownProcessor` (listing
-    the registered names) before connecting to anything, and `ProcessorCrashed` if the processor
-    crashed.
+    It runs under a `ProcessorSupervisor`, like the node's processors: a crash restarts it with
+    backoff instead of ending the worker. `processors` defaults to `processors.registry.PROCESSORS`.
+    Raises `UnknownProcessor` (listing the registered names) before connecting to anything, and
+    `ProcessorCrashed` when the processor cannot run here at all (`ProcessorCannotRun` from its
+    `start()`, e.g. a processor that needs the node).
     """
-    from processors.registry import create_processor  # processors depend on this package
+    from processors.registry import PROCESSORS, create_processor  # processors depend on this package
 
-    processor = create_processor(name, settings, registry=processors)
-    asyncio.run(_run_until_signal(processor, settings, options, registry))
+    factories = PROCESSORS if processors is None else processors
+    if name not in factories:
+        raise UnknownProcessor(name, list(factories))
+
+    def factory() -> Processor:
+        return create_processor(name, settings, registry=factories)
+
+    asyncio.run(_run_until_signal(name, factory, settings, options, registry))
 
 
 async def _run_until_signal(
-    processor: Processor, settings: Settings, options: RuntimeOptions | None, registry: TopicRegistry | None
+    name: str,
+    factory: Callable[[], Processor],
+    settings: Settings,
+    options: RuntimeOptions | None,
+    registry: TopicRegistry | None,
 ) -> None:
     stop = asyncio.Event()
+    failures: list[ProcessorCrashed] = []
+
+    def failed(error: ProcessorCrashed) -> None:
+        failures.append(error)
+        stop.set()
+
+    supervisor = ProcessorSupervisor(
+        {name: factory}, settings, options=options, registry=registry, on_failed=failed
+    )
     loop = asyncio.get_running_loop()
     signals = (signal.SIGINT, signal.SIGTERM)
     for sig in signals:
         loop.add_signal_handler(sig, stop.set)
     try:
-        await run_processors([processor], settings, stop, options=options, registry=registry)
+        await supervisor.run(stop)
     finally:
         for sig in signals:
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(sig)
-    log.info("processor %s stopped", processor.name)
+    if failures:
+        raise failures[0]
+    log.info("processor %s stopped", name)
