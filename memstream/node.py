@@ -4,7 +4,8 @@ Start-up order: Postgres schema, topics (topics.yaml), the journal (this fences 
 writer), the relay (resuming from its durable cursor; from seq 0 when the broker lost the journal
 topic, as the memory-only embedded broker does on restart), the agent-memory outbox relay, the
 processors (sharing the process's single index and embedding model with recall: `Engines`; run
-by a `ProcessorSupervisor`, so the admin API can pause and resume one), the daily hygiene pass,
+by a `ProcessorSupervisor`, so the admin API can pause and resume one, a crashed one is restarted
+alone and `/readyz` reports it degraded: a processor never stops the node), the daily hygiene pass,
 then the API (with the operator commands under `/admin/v1`, behind the admin token: configured, or
 generated into `{data_dir}/admin.token`).
 Shutdown runs the other way round: the API stops taking appends, the relay publishes what is
@@ -158,17 +159,23 @@ async def _serve(
         log.warning("ClickHouse is not reachable yet (%s): transcript search answers 503 until it is", exc)
     await ObjectStoreProbe.from_settings(settings).log_if_not_ready()  # e.g. a missing S3 bucket
     journal_tools = JournalTools.build(transcripts, engines.chat_model())
-    app = create_app(
-        build_api_deps(
-            settings, api_journal, pool, memory=memory, summary_cache=summary_cache, transcripts=journal_tools
-        )
-    )
-    supervisor = ProcessorSupervisor(
+    supervisor = ProcessorSupervisor(  # restarts a crashed processor alone: it never stops the node
         {
             name: functools.partial(create_processor, name, settings, engines=engines)
             for name in processor_names()
         },
         settings,
+    )
+    app = create_app(
+        build_api_deps(
+            settings,
+            api_journal,
+            pool,
+            memory=memory,
+            summary_cache=summary_cache,
+            transcripts=journal_tools,
+            processors=supervisor,
+        )
     )
     app.include_router(
         admin_router(
