@@ -399,6 +399,11 @@ class ProcessorSupervisor:
             return
         slot.live = False
         member = member_of(runtime)
-        await runtime.stop()
+        stopping = asyncio.ensure_future(runtime.stop())
+        try:
+            await asyncio.shield(stopping)
+        except asyncio.CancelledError:  # e.g. the node stops during a restart: finish this stop first
+            await asyncio.gather(stopping, return_exceptions=True)
+            raise
         if leave and member is not None and not member.leaves_by_itself:
             await leave_group(self.settings.broker_bootstrap, member)
