@@ -14,7 +14,10 @@ Per request:
 2. Scope of a fact: the request's (environment, account, agent) and the user of the messages it
    came from (the request's `user_id` when they carry none), `scope_visibility="private"` when
    there is such a user, else `"shared"`. A fact whose messages belong to several users has no
-   single owner: it is rejected (never stored visible to the wrong user).
+   single owner: it is rejected (never stored visible to the wrong user). A `user_profile` fact
+   needs its user: from a thread without a user the write path refuses it (`ProfileWithoutUser`,
+   counted in `facts_rejected`), so "my name is ..." in a user-less thread never becomes a shared
+   fact pinned for every user; its other facts (project facts...) are stored shared.
 3. Best-effort: a fact the write path refuses (`InvalidInput` and its subclasses: screening,
    capacity, content length ...) is counted in `facts_rejected` and the others are still stored.
    Any other failure (model error, timeout or invalid output; a Postgres or journal error) is

@@ -21,6 +21,9 @@ from memstream.journal.models import Id
 
 Category = Literal["user_profile", "project_fact", "observation"]
 CATEGORIES: tuple[Category, ...] = ("user_profile", "project_fact", "observation")
+PROFILE_CATEGORY: Category = "user_profile"
+"""Facts about one user: always `private` to that user (never written without one), and the
+only category pinned into the user's contexts."""
 Visibility = Literal["private", "shared"]
 
 DEFAULT_IMPORTANCE = 0.5

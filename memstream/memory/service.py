@@ -8,6 +8,10 @@ HTTP browse/edit endpoints call `list`/`get`/`edit`/`forget_entry`; recall calls
 Rules of `store` (the issue's, exactly):
 - `scope_visibility="private"` with no authenticated user (`scope.user_id is None`) stores a
   **shared** entry; `StoreResult.effective_visibility` and a note say so.
+- Facts about a user need a user: a `user_profile` entry is always private to the user of the
+  call (`shared` asked: stored private, with a note), and a call without a user cannot write one
+  (`ProfileWithoutUser`), so no thread or tool call without a user can create or overwrite a
+  profile fact that would be shown to every user.
 - Screening (`memstream.memory.screening`) runs on key and content: rejected patterns raise
   `ScreeningRejected`; sensitive content forces `private` (note), or raises
   `SensitiveWithoutUser` when there is no user to make it private.
@@ -66,6 +70,7 @@ from memstream.memory.models import (
     OBSERVATION_TTL_DAYS,
     PIN_MAX,
     PIN_MIN_IMPORTANCE,
+    PROFILE_CATEGORY,
     RECALL_DEFAULT_LIMIT,
     Category,
     MemoryEntry,
@@ -120,6 +125,26 @@ class ContentTooLong(InvalidInput):
         self.category = category
         self.limit = limit
         self.length = length
+
+
+class ProfileWithoutUser(InvalidInput):
+    """A `user_profile` entry with no user to own it (a call or thread without a user); nothing
+    was written."""
+
+    code = "user_profile_without_user"
+
+
+def _profile_without_user(action: str) -> ProfileWithoutUser:
+    return ProfileWithoutUser(
+        f"{action}: user_profile entries are facts about one user and this call has no user to own "
+        "them; send the call for the user (user_id, or a thread that has one), or store the fact as "
+        "project_fact if it is about the agent or the project",
+        field="category",
+    )
+
+
+def _profile_private_note(user_id: str) -> str:
+    return f"stored as private to user {user_id!r} instead of shared: user_profile entries describe one user"
 
 
 class StoreResult(BaseModel):
@@ -337,7 +362,8 @@ class MemoryService:
         source: Provenance | None = None,
     ) -> StoreResult:
         """Create, replace or keep the entry `key` (see the module rules). Raises `InvalidInput`
-        (incl. `ScreeningRejected`, `SensitiveWithoutUser`, `CapacityExceeded`, `ContentTooLong`)."""
+        (incl. `ScreeningRejected`, `SensitiveWithoutUser`, `ProfileWithoutUser`,
+        `CapacityExceeded`, `ContentTooLong`)."""
         s = _scope(scope)
         key = check_key(key)
         cat = check_category(category)
@@ -347,7 +373,7 @@ class MemoryService:
         now = self._now()
         _check_expires_at(expires_at, now)
         screening = screen(("key", key), ("content", content))
-        effective, notes = self._effective_visibility(requested, s.user_id, screening)
+        effective, notes = self._effective_visibility(requested, s.user_id, screening, cat)
         owner = s.user_id if effective == "private" else None
 
         async with self._store.writing(s.environment, s.account_id, s.agent_id) as tx:
@@ -411,10 +437,12 @@ class MemoryService:
 
     @staticmethod
     def _effective_visibility(
-        requested: Visibility, user_id: str | None, screening: Screening
+        requested: Visibility, user_id: str | None, screening: Screening, category: Category
     ) -> tuple[Visibility, list[str]]:
         notes: list[str] = []
         effective = requested
+        if category == PROFILE_CATEGORY and user_id is None:
+            raise _profile_without_user("content rejected")
         if screening.forces_private:
             if user_id is None:
                 raise SensitiveWithoutUser(
@@ -426,6 +454,10 @@ class MemoryService:
             if requested == "shared":
                 notes.append(_sensitive_note(screening))
             effective = "private"
+        elif category == PROFILE_CATEGORY and requested == "shared":
+            assert user_id is not None
+            effective = "private"
+            notes.append(_profile_private_note(user_id))
         elif requested == "private" and user_id is None:
             effective = "shared"
             notes.append(_private_fallback_note())
@@ -506,6 +538,9 @@ class MemoryService:
 
         - content/key are screened; sensitive content makes a shared entry private (owned by the
           caller; `SensitiveWithoutUser` when there is no caller user);
+        - a `user_profile` entry is private: a shared one (moved into the category, or written
+          before this rule) becomes private to the caller (`ProfileWithoutUser` when the caller
+          has no user: move it to another category or forget it instead);
         - a new category must have room (`CapacityExceeded`, per agent and per the entry's author)
           and fit its `max_chars`; moving into `observation` sets the default expiry when there is
           none, moving out of it clears the expiry;
@@ -539,6 +574,13 @@ class MemoryService:
                     )
                 visibility, user_id = "private", s.user_id
                 notes.append(f"the entry is now private to user {s.user_id!r}: " + _sensitive_note(screening))
+            if cat == PROFILE_CATEGORY and visibility == "shared":
+                if s.user_id is None:
+                    raise _profile_without_user("edit rejected")
+                visibility, user_id = "private", s.user_id
+                notes.append(
+                    f"the entry is now private to user {s.user_id!r}: user_profile entries describe one user"
+                )
             expires_at = old.expires_at
             if cat != old.category:
                 await self._check_capacity(tx, s, cat, old.author_user_id, now)
@@ -697,11 +739,14 @@ class MemoryService:
         return await self._store.record_recall(s, ids, at or self._now())
 
     async def pinned_candidates(self, scope: MemoryScope, limit: int = PIN_MAX) -> builtins.list[MemoryEntry]:
-        """Entries to pin now (the service clock): live, visible, `user_profile`, importance >=
-        PIN_MIN_IMPORTANCE, by importance then recency (updated_at), at most `limit` (1..PIN_MAX)."""
+        """Entries to pin now (the service clock): live `user_profile` entries private to the
+        scope's user (none without a user), importance >= PIN_MIN_IMPORTANCE, by importance then
+        recency (updated_at), at most `limit` (1..PIN_MAX)."""
         s = _scope(scope)
         if not 1 <= limit <= PIN_MAX:
             raise InvalidInput(f"limit must be from 1 to {PIN_MAX}, got {limit}", field="limit")
+        if s.user_id is None:
+            return []
         rows = await self._store.pinned(s, now=self._now(), min_importance=PIN_MIN_IMPORTANCE, limit=limit)
         return [row.entry for row in rows]
 

@@ -8,9 +8,10 @@ send them) are validated first, and a bad argument raises `InvalidInput` naming 
 (`arguments.importance`) before anything is written.
 
 Results are plain JSON objects for the model:
-- `memory_store`: the effective visibility (`private` asked without a user is stored `shared`, and
-  credentials/PII force `private`; the result says so in `note`), and what happened (`created`,
-  `replaced`, `unchanged`);
+- `memory_store`: the effective visibility (`private` asked without a user is stored `shared`;
+  credentials/PII and `user_profile` facts force `private`, and a `user_profile` fact without a
+  user is refused; the result says so in `note`), and what happened (`created`, `replaced`,
+  `unchanged`);
 - `memory_recall`: `path` (`qdrant` or `postgres_fts`), the `limit` applied (a limit above 20 is
   capped at 20, with a `note`; below 1 is an error) and the entries with their final scores;
 - `memory_forget`: what was removed.
@@ -148,7 +149,8 @@ def parse_arguments(name: str, arguments: str | Mapping[str, Any]) -> _Args:
 # ---- definitions ------------------------------------------------------------------------------
 
 _CATEGORY_DOC = (
-    "user_profile: lasting facts about the user (name, preferences, role); "
+    "user_profile: lasting facts about the user (name, preferences, role), always private to the "
+    "current user and only possible when the conversation has a user; "
     "project_fact: facts about the work or project; "
     "observation: short-lived notes (they expire after 30 days)."
 )
@@ -204,7 +206,8 @@ STORE_SPEC = ToolSpec(
                     "maximum": 1.0,
                     "default": DEFAULT_IMPORTANCE,
                     "description": "How much the fact matters, 0.0-1.0 (default 0.5). user_profile "
-                    "facts of importance 0.7 or more are shown at the start of every conversation.",
+                    "facts of importance 0.7 or more are shown at the start of every conversation "
+                    "with that user.",
                 },
             },
             ["key", "content", "category"],

@@ -33,7 +33,7 @@ from tests.processors.transcript_support import message, tool_result
 
 REPLAY = f"{NAME}-replay"
 SOURCE = "journal.messages"
-SCOPE = TranscriptScope(environment="test", account_id="acme", agent_id="bot")
+SCOPE = TranscriptScope(environment="test", account_id="acme", agent_id="bot", user_id="alice")
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from memstream.journal.models import Message, NewMessage, ThreadRef
 from memstream.journal.store import SlateJournal
 from memstream.memory.agents import AgentRef, AgentService
 from memstream.memory.models import MemoryEntry
+from memstream.memory.pinning import MemoryPinnedFacts
 from memstream.memory.service import MemoryService
 from memstream.models.base import (
     FactsDraft,
@@ -77,11 +78,13 @@ async def processor(
         await processor.stop()
 
 
-async def conversation(journal: SlateJournal, *, user: str | None = "u1") -> list[Message]:
+async def conversation(
+    journal: SlateJournal, *, user: str | None = "u1", says: Sequence[str] = USER_SAYS
+) -> list[Message]:
     """Four messages of agent `bot` in thread th-1: two user self-statements, two answers."""
     ref = ThreadRef(environment="test", account_id="acme", thread_id="th-1")
     stored: list[Message] = []
-    for text in USER_SAYS:
+    for text in says:
         stored += await journal.append(ref, "bot", user, [NewMessage(role="user", content=text)])
         stored += await journal.append(ref, "bot", None, [NewMessage(role="assistant", content="Noted.")])
     return stored
@@ -177,19 +180,23 @@ async def test_a_failing_model_is_counted_and_the_thread_still_moves_on(
     assert "ModelUnavailable" in record["flush"]["error"]
 
 
-async def test_a_thread_without_user_stores_shared_facts(
-    processor: Flush, journal: SlateJournal, pool: asyncpg.Pool, settings_: Settings
+async def test_a_thread_without_user_stores_no_profile_facts(
+    processor: Flush, journal: SlateJournal, pool: asyncpg.Pool, model: CountingModel, settings_: Settings
 ) -> None:
+    """Issue 9, finding 12: "my name is Mallory" in a thread without a user is a fact about nobody
+    in particular: it is refused (counted), never stored shared and pinned for every user."""
     await bind_memory(pool)
-    messages = await conversation(journal, user=None)
+    says = ["Hi, my name is Mallory.", "I work at Evilcorp."]
+    messages = await conversation(journal, user=None, says=says)
     await processor.process([request_record(messages, user=None)])
-    shared = await entries(pool, None)
-    assert [(e.key, e.visibility, e.user_id) for e in shared] == [
-        ("user.name", "shared", None),
-        ("user.preference.tea", "shared", None),
-    ]
+    assert model.extract_calls == 1
+    assert await pool.fetchval("SELECT count(*) FROM memory_entries") == 0
     (record,) = flushed(settings_)
-    assert record["flush"]["status"] == "stored"
+    assert record["flush"] == {"status": "stored", "facts_stored": 0, "facts_rejected": 2}
+    pinning = MemoryPinnedFacts(MemoryService(pool))
+    for user in ("u1", "u2", None):
+        scope = MemoryScope(environment="test", account_id="acme", agent_id="bot", user_id=user)
+        assert await pinning.pinned(scope) == []
 
 
 async def test_an_invalid_request_is_dead_lettered_before_anything_is_done(
