@@ -10,27 +10,20 @@ turns into a 422 with the field, and nothing is written.
 
 from __future__ import annotations
 
-import json
-import re
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
-ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
-_ID_RE = re.compile(ID_PATTERN)
+from memstream.errors import InvalidInput
+from memstream.ids import ID_PATTERN, Id, check_id
+from memstream.inputs import loads_json
+
+__all__ = ["ID_PATTERN", "ROLES", "Id", "Message", "NewMessage", "Role", "ThreadRef", "ToolCall", "check_id"]
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
-
-
-def check_id(value: str) -> str:
-    if not _ID_RE.match(value):
-        raise ValueError("must be 1-128 characters of A-Z a-z 0-9 . _ : @ -, starting with a letter or digit")
-    return value
-
-
-Id = Annotated[str, AfterValidator(check_id)]
 
 
 class ToolCall(BaseModel):
@@ -47,9 +40,9 @@ class ToolCall(BaseModel):
     def _arguments_are_json(self) -> ToolCall:
         if self.arguments is not None:
             try:
-                decoded = json.loads(self.arguments)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"tool_call.arguments is not valid JSON: {exc.msg}") from None
+                decoded = loads_json(self.arguments, "tool_call.arguments")
+            except InvalidInput as exc:  # keeps its code (json_too_deep, invalid_text...)
+                raise PydanticCustomError(exc.code, "{message}", {"message": exc.message}) from None
             if not isinstance(decoded, dict):
                 raise ValueError("tool_call.arguments must encode a JSON object")
         return self
