@@ -495,8 +495,8 @@ class SlateJournal:
         self._check_usable()
         keys.check_thread(thread)
         _check_count(limit, "limit")
-        if not isinstance(offset, int) or offset < -1:
-            raise InvalidInput("offset must be an integer >= -1", field="offset")
+        if isinstance(offset, bool) or not isinstance(offset, int) or not -1 <= offset <= keys.MAX_NUMBER:
+            raise InvalidInput(f"offset must be an integer from -1 to {keys.MAX_NUMBER}", field="offset")
         if limit == 0:
             return []
         start = None if offset < 0 else keys.offset_suffix(offset)
@@ -635,8 +635,8 @@ def _settle(future: asyncio.Future[list[Message]], outcome: list[Message] | Base
 
 
 def _check_count(value: int, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidInput(f"{name} must be an integer >= 0", field=name)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= keys.MAX_NUMBER:
+        raise InvalidInput(f"{name} must be an integer from 0 to {keys.MAX_NUMBER}", field=name)
 
 
 async def _take(iterator: DbIterator, limit: int) -> list[KeyValue]:
