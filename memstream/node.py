@@ -24,6 +24,7 @@ from collections.abc import Iterator, Sequence
 import asyncpg
 import uvicorn
 
+from memstream.api.access_log import log_config
 from memstream.api.app import create_app
 from memstream.api.deps import MemoryDeps, build_api_deps
 from memstream.api.routes.admin import AdminDeps, Rebuilder, admin_router
@@ -191,7 +192,14 @@ async def _serve(
         )
     )
     server = _NodeServer(
-        uvicorn.Config(app, host=settings.api_host, port=settings.api_port, log_level="info", lifespan="off")
+        uvicorn.Config(
+            app,
+            host=settings.api_host,
+            port=settings.api_port,
+            log_level="info",
+            lifespan="off",
+            log_config=log_config(),
+        )
     )
     entries_relay = EntriesOutboxRelay(pool, settings)
 

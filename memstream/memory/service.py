@@ -47,7 +47,6 @@ import base64
 import builtins
 import hashlib
 import math
-import re
 import unicodedata
 import uuid
 from collections.abc import Sequence
@@ -58,7 +57,8 @@ import asyncpg
 from pydantic import BaseModel, ConfigDict
 
 from memstream.errors import Conflict, InvalidInput, NotFound
-from memstream.journal.models import check_id
+from memstream.ids import require_environment, require_id
+from memstream.inputs import check_text
 from memstream.memory.clock import Clock, utc_now
 from memstream.memory.models import (
     CATEGORIES,
@@ -91,7 +91,7 @@ HYGIENE_BATCH = 1_000
 DECAY_MIN_SPACING = timedelta(hours=20)
 """An entry is decayed at most once per daily pass, even when the pass runs twice in a day."""
 DECAY_CATEGORIES: tuple[Category, ...] = ("project_fact", "observation")
-_ENVIRONMENT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+MAX_KEY_PREFIX_CHARS = MAX_KEY_CHARS
 
 
 def content_hash(content: str) -> str:
@@ -195,19 +195,12 @@ class ScoredEntry(BaseModel):
 
 
 def _check_id(value: str | None, field: str) -> None:
-    if value is None:
-        return
-    try:
-        check_id(value)
-    except ValueError as exc:
-        raise InvalidInput(f"{field} {value!r} {exc}", field=field) from None
+    if value is not None:
+        require_id(value, field)
 
 
 def _scope(scope: MemoryScope) -> Scope:
-    if not _ENVIRONMENT_RE.match(scope.environment):
-        raise InvalidInput(
-            f"environment {scope.environment!r} is not a valid environment name", field="environment"
-        )
+    require_environment(scope.environment)
     _check_id(scope.account_id, "account_id")
     _check_id(scope.agent_id, "agent_id")
     _check_id(scope.user_id, "user_id")
@@ -223,9 +216,23 @@ def check_key(key: object) -> str:
         raise InvalidInput(f"key is {len(key)} characters; the limit is {MAX_KEY_CHARS}", field="key")
     if key != key.strip():
         raise InvalidInput("key must not start or end with whitespace", field="key")
-    if any(unicodedata.category(c) in ("Cc", "Cs") for c in key):
-        raise InvalidInput("key must not contain control characters", field="key")
+    if any(unicodedata.category(c) in ("Cc", "Cs", "Zl", "Zp") for c in key):
+        raise InvalidInput("key must not contain control characters or line breaks", field="key")
     return key
+
+
+def check_key_prefix(key_prefix: object) -> str | None:
+    """A key prefix filter (None: no filter): 1..MAX_KEY_PREFIX_CHARS characters of storable text."""
+    if key_prefix is None:
+        return None
+    if not isinstance(key_prefix, str):
+        raise InvalidInput("key_prefix must be a string", field="key_prefix")
+    if not 1 <= len(key_prefix) <= MAX_KEY_PREFIX_CHARS:
+        raise InvalidInput(
+            f"key_prefix is {len(key_prefix)} characters; it must be 1..{MAX_KEY_PREFIX_CHARS}",
+            field="key_prefix",
+        )
+    return check_text(key_prefix, "key_prefix")
 
 
 def check_category(category: object) -> Category:
@@ -241,10 +248,7 @@ def check_content(content: object, category: Category) -> str:
         raise InvalidInput("content must be a string", field="content")
     if not content.strip():
         raise InvalidInput("content must not be empty", field="content")
-    if "\x00" in content:
-        raise InvalidInput(
-            "content contains a NUL character (\\u0000), which cannot be stored", field="content"
-        )
+    check_text(content, "content")
     limit = LIMITS[category].max_chars
     if len(content) > limit:
         raise ContentTooLong(
@@ -645,6 +649,7 @@ class MemoryService:
             check_category(category)
         if visibility is not None:
             check_visibility(visibility, "visibility")
+        check_key_prefix(key_prefix)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIST_LIMIT:
             raise InvalidInput(f"limit must be from 1 to {MAX_LIST_LIMIT}, got {limit!r}", field="limit")
         after = None if cursor is None else _decode_cursor(cursor)
@@ -679,6 +684,7 @@ class MemoryService:
         s = _scope(scope)
         if category is not None:
             check_category(category)
+        check_key_prefix(key_prefix)
         wanted = _uuids(ids)
         if not wanted:
             return []
@@ -714,10 +720,10 @@ class MemoryService:
             raise InvalidInput(
                 f"query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}", field="query"
             )
-        if "\x00" in query:
-            raise InvalidInput("query contains a NUL character", field="query")
+        check_text(query, "query")
         if category is not None:
             check_category(category)
+        check_key_prefix(key_prefix)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_SEARCH_LIMIT:
             raise InvalidInput(f"limit must be from 1 to {MAX_SEARCH_LIMIT}, got {limit!r}", field="limit")
         rows = await self._store.keyword_search(

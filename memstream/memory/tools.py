@@ -19,13 +19,13 @@ Results are plain JSON objects for the model:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memstream.errors import Conflict, InvalidInput, NotFound
+from memstream.inputs import loads_json
 from memstream.memory.models import (
     CATEGORIES,
     DEFAULT_IMPORTANCE,
@@ -38,8 +38,8 @@ from memstream.memory.models import (
     Provenance,
     Visibility,
 )
-from memstream.memory.recall import MAX_KEY_PREFIX_CHARS, MAX_QUERY_CHARS, RecallResult
-from memstream.memory.service import ForgetResult, StoreResult
+from memstream.memory.recall import MAX_QUERY_CHARS, RecallResult
+from memstream.memory.service import MAX_KEY_PREFIX_CHARS, ForgetResult, StoreResult
 from memstream.pinned import MemoryScope
 
 STORE = "memory_store"
@@ -123,10 +123,7 @@ def parse_arguments(name: str, arguments: str | Mapping[str, Any]) -> _Args:
     if model is None:
         raise UnknownTool(f"no tool {name!r}: the memory tools are {', '.join(TOOL_NAMES)}")
     if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(f"arguments are not valid JSON: {exc}", field="arguments") from None
+        arguments = loads_json(arguments, "arguments") if arguments.strip() else {}
     if not isinstance(arguments, Mapping):
         raise InvalidInput("arguments must be a JSON object", field="arguments")
     try:
