@@ -160,9 +160,12 @@ class ProcessorRuntime:
         )
 
     async def stop(self) -> None:
-        """Finish the batch in progress (bounded), then stop consuming and close everything."""
+        """Finish the batch in progress (bounded), then stop consuming and close everything. The
+        processor is told first (`Processor.stopping`), so a batch blocked on an unreachable
+        system is abandoned (redelivered later) instead of holding the stop for the drain timeout."""
         self._draining = True
         self._stopping.set()
+        self.processor.stopping()
         if self._watcher is not None:
             self._watcher.cancel()
         try:

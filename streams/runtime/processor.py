@@ -98,6 +98,13 @@ class Processor(abc.ABC):
         """Close what `start` opened, after the last batch. Default: nothing."""
         return None
 
+    def stopping(self) -> None:
+        """The runtime started to stop (called from the event loop, before it waits for the batch
+        in progress): give up waits on systems that may never answer (e.g. an unreachable
+        broker), so the batch ends now. A batch that fails from here on is abandoned, not retried
+        nor committed: it is redelivered to the next run. Default: nothing."""
+        return None
+
 
 class Sink(Protocol[T_contra]):
     """Where a processor's results go. `write` returns only when they are durable, and is

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +26,19 @@ from memstream.models.base import (
 from memstream.models.offline import OfflineChatModel
 from memstream.pinned import MemoryScope
 from processors.flush import NAME, OUTPUT_TOPIC, SOURCE_TOPIC, Flush, NeedsNode, create
+from sinks.postgres.migrations import migrate
+from sinks.postgres.pool import create_pool
 from streams.admin import apply_topics
-from streams.runtime.processor import InvalidMessage, Record
+from streams.runtime.processor import InvalidMessage, Processor, Record
 from streams.topics import default_registry
-from tests.processors.runtime_support import broker_settings
+from tests.processors.runtime_support import (
+    broker_settings,
+    committed_total,
+    produce,
+    seconds_to_stop,
+    short_options,
+    unreachable_publisher,
+)
 from tests.processors.topic_reading import read_thread_topic
 
 USER_SAYS = ["Hi, my name is Ada.", "I prefer tea in the morning."]
@@ -216,3 +226,35 @@ def test_outside_the_node_the_processor_refuses_to_start(settings_: Settings) ->
     assert processor.name == NAME
     with pytest.raises(NeedsNode, match="runs inside the node"):
         asyncio.run(processor.start())
+
+
+def test_stopping_while_the_broker_is_unreachable_takes_seconds_and_commits_nothing(
+    settings_: Settings, pg_dsn: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # the default drain timeout: a stop must not wait for it, nor for a broker that never answers
+    options = short_options(request, batch_size=10, batch_wait_s=0.05, drain_timeout_s=10.0)
+    model = CountingModel()
+
+    @asynccontextmanager
+    async def blocked_flush() -> AsyncIterator[tuple[Processor, Callable[[], Awaitable[bool]]]]:
+        journal = await SlateJournal.open(f"file://{tmp_path}/journal", flush_interval_ms=1)
+        pool = await create_pool(pg_dsn)
+        try:
+            await migrate(pool)
+            await bind_memory(pool)
+            record = request_record(await conversation(journal))
+            produce(settings_, SOURCE_TOPIC, [(record.key, record.value)])
+            publisher = unreachable_publisher(settings_, OUTPUT_TOPIC, tmp_path)
+            processor = Flush(settings_, journal, pool, model, publisher=publisher)
+
+            async def blocked() -> bool:  # facts extracted: the flushed record waits for the broker
+                return model.extract_calls > 0
+
+            yield processor, blocked
+        finally:
+            await pool.close()
+            await journal.close()
+
+    assert seconds_to_stop(settings_, options, default_registry(), blocked_flush) < 5.0
+    assert committed_total(settings_, NAME, SOURCE_TOPIC) == 0  # redelivered to the next run
+    assert flushed(settings_) == []
