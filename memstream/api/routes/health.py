@@ -46,11 +46,13 @@ def health_router(deps: ApiDeps) -> APIRouter:
     async def readyz() -> JSONResponse:
         """200 when Postgres answers `SELECT 1`, the journal answers `last_seq()` and the object
         store's root can be listed (`object_store`: a missing S3 bucket fails it, named in the
-        error); 503 otherwise, with the failing check's error. With processors (the node), the
-        `processors` check fails while one is crashed, failed, restarting or waiting out an outage
-        (the error names them; `processors` details each): the status is then `degraded` but the
-        code stays 200, because the API and the journal take appends (a load balancer must keep
-        sending them) and the processors catch up from the topics once they run again."""
+        error; a missing local directory is created again, so it recovers by itself, and every
+        call checks again); 503 otherwise, with the failing check's error. With processors (the
+        node), the `processors` check fails while one is crashed, failed, restarting or waiting
+        out an outage (the error names them; `processors` details each): the status is then
+        `degraded` but the code stays 200, because the API and the journal take appends (a load
+        balancer must keep sending them) and the processors catch up from the topics once they
+        run again."""
         calls: dict[str, Awaitable[Any]] = {
             "postgres": deps.pool.fetchval("SELECT 1"),
             "journal": deps.journal.last_seq(),
