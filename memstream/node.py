@@ -5,7 +5,9 @@ writer), the relay (resuming from its durable cursor; from seq 0 when the broker
 topic, as the memory-only embedded broker does on restart), the agent-memory outbox relay, the
 processors (sharing the process's single index and embedding model with recall: `Engines`; run
 by a `ProcessorSupervisor`, so the admin API can pause and resume one, a crashed one is restarted
-alone and `/readyz` reports it degraded: a processor never stops the node), the daily hygiene pass,
+alone and `/readyz` reports it degraded: a processor never stops the node), the compaction recovery
+(`processors.compaction_recovery`: requests lost with the broker are requested again), the daily
+hygiene pass,
 then the API (with the operator commands under `/admin/v1`, behind the admin token: configured, or
 generated into `{data_dir}/admin.token`).
 Shutdown runs the other way round: the API stops taking appends, the relay publishes what is
@@ -41,6 +43,8 @@ from memstream.ops.progress import ProgressCallback
 from memstream.ops.rebuild import rebuild_clickhouse, rebuild_qdrant
 from memstream.relay import JOURNAL_TOPIC, Relay
 from memstream.transcripts.tools import JournalTools
+from processors.compaction_recovery import CompactionRecovery
+from processors.compaction_recovery import create as create_recovery
 from processors.registry import create_processor, processor_names
 from sinks.clickhouse.base import TranscriptUnavailable
 from sinks.objectstore.health import ObjectStoreProbe
@@ -113,6 +117,7 @@ async def run_node(settings: Settings, stop: asyncio.Event) -> None:
                 pool,
                 journal,
                 journal_topic_is_new=JOURNAL_TOPIC in report.created,
+                created_topics=report.created,
                 admin_token=admin_token,
             )
         finally:
@@ -128,14 +133,17 @@ async def _serve(
     journal: SlateJournal,
     *,
     journal_topic_is_new: bool,
+    created_topics: Sequence[str] = (),
     admin_token: str,
 ) -> None:
     relay: Relay
+    recovery: CompactionRecovery
 
     async def topic_missing() -> None:
         # The broker lost journal.messages while we ran (the embedded broker keeps topics in memory):
         # declare the topics again and publish the whole journal anew; consumers are idempotent.
         report = await asyncio.to_thread(apply_topics, settings, load_topics())
+        recovery.topics_applied(report.created)
         if report.was_created(JOURNAL_TOPIC):
             log.warning("%s was missing on the broker: recreated it, republishing the journal", JOURNAL_TOPIC)
             await relay.rewind(0)
@@ -151,6 +159,9 @@ async def _serve(
         await relay.rewind(0)
     api_journal: Journal = NotifyingJournal(journal, relay)
     engines = Engines(settings, journal=journal, pool=pool)
+    recovery = create_recovery(
+        settings, engines, created_topics=created_topics, on_topic_missing=topic_missing
+    )
     memory = MemoryDeps.build(pool, engines.embedder(), engines.sparse(), engines.index())
     summary_cache = RedisSummaryCache.from_settings(settings)  # Redis: embedded or configured
     transcripts = engines.transcripts()
@@ -209,6 +220,7 @@ async def _serve(
         asyncio.create_task(relay.run(components_stop), name="relay"),
         asyncio.create_task(entries_relay.run(components_stop), name="memory-outbox-relay"),
         asyncio.create_task(supervisor.run(components_stop), name="processors"),
+        asyncio.create_task(recovery.run(components_stop), name="compaction-recovery"),
         asyncio.create_task(
             run_daily(memory.service, utc_now, components_stop, at=settings.hygiene_at), name="hygiene"
         ),
