@@ -10,7 +10,8 @@ in the process (as the node's `Engines` does).
 
 1. Population (bypasses Kafka, for speed): N entries spread over agents of one account (400 per
    agent: 50 user_profile, 100 project_fact, 250 observation, within every per-agent and per-user
-   capacity; 10 users per agent; 40% private, 30% shared with an author, 30% shared without one;
+   capacity; 10 users per agent; 40% private, 30% shared with an author, 30% shared without one,
+   but user_profile entries always private to a user;
    observations expire 30 days after a creation time spread over the last 20 days) are COPYed
    into `memory_entries` (content_hash as the service computes it), then embedded in batches and
    upserted into the account's collection with the projection's own payload; then `optimize()`
@@ -207,8 +208,9 @@ def spec(rng: random.Random, prefix: str, agent_no: int, slot: int, now: datetim
     category = CATEGORY_CYCLE[slot % len(CATEGORY_CYCLE)]
     users = agent_users(agent_no)
     draw = rng.random()
-    user: str | None = rng.choice(users) if draw < 0.7 else None
-    visibility: Visibility = "private" if draw < 0.4 else "shared"
+    profile = category == "user_profile"  # facts about a user need a user and are private
+    user: str | None = rng.choice(users) if draw < 0.7 or profile else None
+    visibility: Visibility = "private" if draw < 0.4 or profile else "shared"
     serial = agent_no * SLOTS_PER_AGENT + slot
     return Spec(
         scope=MemoryScope(

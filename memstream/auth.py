@@ -16,7 +16,6 @@ unknown, revoked, or issued for another environment) and never echoes more than 
 from __future__ import annotations
 
 import hashlib
-import re
 import secrets
 import uuid
 from dataclasses import dataclass
@@ -25,15 +24,14 @@ from typing import Literal, get_args
 import asyncpg
 
 from memstream.errors import InvalidInput, NotFound, Unauthorized
-from memstream.journal.models import check_id
+from memstream.ids import is_api_key, require_api_key_id, require_environment, require_id
+from memstream.inputs import check_text
 from sinks.postgres import api_keys as store
 from sinks.postgres.api_keys import ApiKeyRecord
 
 KEY_PREFIX = "msk_"
 VISIBLE_PREFIX_CHARS = len(KEY_PREFIX) + 8
 MAX_LABEL_CHARS = 200
-_KEY_RE = re.compile(r"^msk_[A-Za-z0-9_-]{20,200}$")
-_ENVIRONMENT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 
 Surface = Literal["agent", "mcp"]
 SURFACES: tuple[Surface, ...] = get_args(Surface)
@@ -88,15 +86,8 @@ def visible_prefix(key: str) -> str:
 
 
 def _check_scope(account_id: str, environment: str) -> None:
-    try:
-        check_id(account_id)
-    except ValueError as exc:
-        raise InvalidInput(f"account_id {account_id!r} {exc}", field="account_id") from None
-    if not _ENVIRONMENT_RE.match(environment):
-        raise InvalidInput(
-            f"environment {environment!r} must be 1-32 chars of a-z, 0-9, '_' or '-', starting alphanumeric",
-            field="environment",
-        )
+    require_id(account_id, "account_id")
+    require_environment(environment)
 
 
 async def issue_key(
@@ -108,6 +99,7 @@ async def issue_key(
     checked = check_surface(surface)
     if len(label) > MAX_LABEL_CHARS:
         raise InvalidInput(f"label is {len(label)} characters; the limit is {MAX_LABEL_CHARS}", field="label")
+    check_text(label, "label")
     key = KEY_PREFIX + secrets.token_urlsafe(32)
     await store.insert_key(
         pool,
@@ -126,7 +118,7 @@ async def verify(pool: asyncpg.Pool, key: str | None, environment: str) -> Princ
     """The principal of a valid, unrevoked key of `environment`; Unauthorized otherwise."""
     if not key:
         raise Unauthorized("missing API key: send it as the header 'Authorization: Bearer msk_...'")
-    if not _KEY_RE.match(key):
+    if not is_api_key(key):
         raise Unauthorized("malformed API key: memstream keys look like 'msk_' followed by 43 characters")
     record = await store.find_by_hash(pool, hash_key(key), environment=environment)
     if record is None:
@@ -152,5 +144,6 @@ async def list_keys(pool: asyncpg.Pool, account_id: str, environment: str) -> li
 async def revoke_key(pool: asyncpg.Pool, account_id: str, environment: str, key_id: str) -> None:
     """Revoke one of the account's keys (idempotent); NotFound when the account has no such key."""
     _check_scope(account_id, environment)
+    require_api_key_id(key_id)
     if not await store.revoke_key(pool, environment=environment, account_id=account_id, key_id=key_id):
         raise NotFound(f"account {account_id!r} has no API key {key_id!r} in environment {environment!r}")

@@ -28,7 +28,9 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+from memstream.ids import ENVIRONMENT
+
+_TOPIC_PREFIX_RE = re.compile(r"[A-Za-z0-9._-]{1,100}")
 
 
 class S3Settings(BaseModel):
@@ -141,14 +143,15 @@ class Settings(BaseSettings):
     @field_validator("environment")
     @classmethod
     def _check_environment(cls, value: str) -> str:
-        if not _NAME_RE.match(value):
-            raise ValueError("environment must be 1-32 chars of a-z, 0-9, '_' or '-', starting alphanumeric")
+        problem = ENVIRONMENT.problem(value)
+        if problem is not None:
+            raise ValueError(f"environment {problem}")
         return value
 
     @field_validator("topic_prefix")
     @classmethod
     def _check_prefix(cls, value: str) -> str:
-        if value and not re.match(r"^[A-Za-z0-9._-]{1,100}$", value):
+        if value and not _TOPIC_PREFIX_RE.fullmatch(value):
             raise ValueError("topic_prefix may only contain A-Z, a-z, 0-9, '.', '_' and '-'")
         return value
 

@@ -60,15 +60,27 @@ class ContextToolCall(BaseModel):
     function: ToolCallFunction
 
 
+def _absent(value: object) -> bool:
+    return value is None
+
+
 class ContextMessage(BaseModel):
-    """One chat message, shaped like the OpenAI chat-completions `messages` items."""
+    """One chat message, shaped like the OpenAI chat-completions `messages` items: `content` is
+    always there (null only on an assistant message that just calls a tool); `tool_calls` only on
+    an assistant tool call, `tool_call_id` only on a tool result (left out elsewhere, not null)."""
 
     model_config = ConfigDict(frozen=True)
 
     role: Literal["system", "user", "assistant", "tool"]
-    content: str | None
-    tool_calls: list[ContextToolCall] | None = None
-    tool_call_id: str | None = None
+    content: str | None = Field(description="the text; null on an assistant message that only calls a tool")
+    tool_calls: list[ContextToolCall] | None = Field(
+        default=None, exclude_if=_absent, description="the assistant's tool call (only on such a message)"
+    )
+    tool_call_id: str | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="the call a tool message answers (only on tool messages)",
+    )
 
 
 class ContextInfo(BaseModel):
@@ -85,8 +97,10 @@ class ContextInfo(BaseModel):
     window_messages: int = Field(description="messages in the window (fewer when the thread is shorter)")
     first_offset: int | None = Field(description="journal offset of the window's first message")
     last_offset: int | None = Field(description="journal offset of the window's last message")
-    summary_version: int | None = Field(description="version of the summary included, None when none")
-    summary_last_message_offset: int | None = None
+    summary_version: int | None = Field(description="version of the summary included; null when none")
+    summary_last_message_offset: int | None = Field(
+        default=None, description="journal offset of the last message the summary covers; null when none"
+    )
     orphan_tool_results_dropped: int = Field(
         default=0,
         description="tool results at the window's start left out because their call fell outside it",

@@ -6,7 +6,10 @@ cursor was confirmed on - the memory-only embedded broker lost it, or another no
 the cursor - from the lowest progress of the journal's consumer groups, `memstream.topic_sync`,
 which also re-checks every few seconds), the agent-memory outbox relay, the
 processors (sharing the process's single index and embedding model with recall: `Engines`; run
-by a `ProcessorSupervisor`, so the admin API can pause and resume one), the daily hygiene pass,
+by a `ProcessorSupervisor`, so the admin API can pause and resume one, a crashed one is restarted
+alone and `/readyz` reports it degraded: a processor never stops the node), the compaction recovery
+(`processors.compaction_recovery`: requests lost with the broker are requested again), the daily
+hygiene pass,
 then the API (with the operator commands under `/admin/v1`, behind the admin token: configured, or
 generated into `{data_dir}/admin.token`).
 Shutdown runs the other way round: the API stops taking appends, the relay publishes what is
@@ -25,6 +28,7 @@ from collections.abc import Iterator, Sequence
 import asyncpg
 import uvicorn
 
+from memstream.api.access_log import log_config
 from memstream.api.app import create_app
 from memstream.api.deps import MemoryDeps, build_api_deps
 from memstream.api.routes.admin import AdminDeps, Rebuilder, admin_router
@@ -42,6 +46,8 @@ from memstream.ops.rebuild import rebuild_clickhouse, rebuild_qdrant
 from memstream.relay import JOURNAL_TOPIC, Relay
 from memstream.topic_sync import EntriesTopicGuard, JournalTopicGuard, TopicSync
 from memstream.transcripts.tools import JournalTools
+from processors.compaction_recovery import CompactionRecovery
+from processors.compaction_recovery import create as create_recovery
 from processors.registry import consumers_of, create_processor, processor_names
 from sinks.clickhouse.base import TranscriptUnavailable
 from sinks.objectstore.health import ObjectStoreProbe
@@ -134,21 +140,31 @@ async def _serve(
     admin_token: str,
 ) -> None:
     topic_sync: TopicSync
+    recovery: CompactionRecovery
 
     async def topic_missing() -> None:
-        # The broker lost journal.messages while we ran (the embedded broker keeps topics in memory):
-        # declare the topics again and publish what the consumers lack; they are idempotent.
-        await topic_sync.check()
+        # The broker lost a topic while we ran (the embedded broker keeps topics in memory): declare
+        # the topics again and publish what the consumers lack (they are idempotent).
+        report = await asyncio.to_thread(apply_topics, settings, load_topics())
+        recovery.topics_applied(report.created)
+        await topic_sync.check(created=report.created)
 
     progress = PostgresProgress(pool)
     relay = Relay(journal, settings, on_topic_missing=topic_missing, bounds_store=progress)
     entries_relay = EntriesOutboxRelay(pool, settings)
     journal_groups = [group_id(name, settings) for name in consumers_of(JOURNAL_TOPIC)]
     journal_guard = JournalTopicGuard(journal, relay, progress, journal_groups)
-    topic_sync = TopicSync(settings, [journal_guard, EntriesTopicGuard(pool, entries_relay)])
-    await topic_sync.check(created=created_topics)
+    topic_sync = TopicSync(
+        settings,
+        [journal_guard, EntriesTopicGuard(pool, entries_relay)],
+        on_topics_applied=lambda created: recovery.topics_applied(created),
+    )
     api_journal: Journal = NotifyingJournal(journal, relay)
     engines = Engines(settings, journal=journal, pool=pool)
+    recovery = create_recovery(
+        settings, engines, created_topics=created_topics, on_topic_missing=topic_missing
+    )
+    await topic_sync.check(created=created_topics)  # before the relays run
     memory = MemoryDeps.build(pool, engines.embedder(), engines.sparse(), engines.index())
     summary_cache = RedisSummaryCache.from_settings(settings)  # Redis: embedded or configured
     transcripts = engines.transcripts()
@@ -158,18 +174,24 @@ async def _serve(
         log.warning("ClickHouse is not reachable yet (%s): transcript search answers 503 until it is", exc)
     await ObjectStoreProbe.from_settings(settings).log_if_not_ready()  # e.g. a missing S3 bucket
     journal_tools = JournalTools.build(transcripts, engines.chat_model())
-    app = create_app(
-        build_api_deps(
-            settings, api_journal, pool, memory=memory, summary_cache=summary_cache, transcripts=journal_tools
-        )
-    )
-    supervisor = ProcessorSupervisor(
+    supervisor = ProcessorSupervisor(  # restarts a crashed processor alone: it never stops the node
         {
             name: functools.partial(create_processor, name, settings, engines=engines)
             for name in processor_names()
         },
         settings,
         progress=progress,
+    )
+    app = create_app(
+        build_api_deps(
+            settings,
+            api_journal,
+            pool,
+            memory=memory,
+            summary_cache=summary_cache,
+            transcripts=journal_tools,
+            processors=supervisor,
+        )
     )
     app.include_router(
         admin_router(
@@ -186,7 +208,14 @@ async def _serve(
         )
     )
     server = _NodeServer(
-        uvicorn.Config(app, host=settings.api_host, port=settings.api_port, log_level="info", lifespan="off")
+        uvicorn.Config(
+            app,
+            host=settings.api_host,
+            port=settings.api_port,
+            log_level="info",
+            lifespan="off",
+            log_config=log_config(),
+        )
     )
     components_stop = asyncio.Event()
     api = asyncio.create_task(server.serve(), name="api")
@@ -194,6 +223,7 @@ async def _serve(
         asyncio.create_task(relay.run(components_stop), name="relay"),
         asyncio.create_task(entries_relay.run(components_stop), name="memory-outbox-relay"),
         asyncio.create_task(supervisor.run(components_stop), name="processors"),
+        asyncio.create_task(recovery.run(components_stop), name="compaction-recovery"),
         asyncio.create_task(topic_sync.run(components_stop), name="topic-sync"),
         asyncio.create_task(
             run_daily(memory.service, utc_now, components_stop, at=settings.hygiene_at), name="hygiene"

@@ -6,7 +6,8 @@ system message. `memstream.memory.pinning.MemoryPinnedFacts` implements it over 
 `NoPinnedFacts` answers with none (the context then starts with the summary).
 
 Contract for implementations: return only facts visible in the scope (private facts of another
-user must never appear), in the order they should be shown; raise a `MemstreamError` on failure.
+user must never appear, and facts about a user only to that user), in the order they should be
+shown; raise a `MemstreamError` on failure.
 
 Rendering (`render_pinned`): the facts are user-provided data, so they are shown as an inert
 `<remembered_facts>` block whose content is escaped (`&`, `<`, `>`, and `"` in attributes) so that

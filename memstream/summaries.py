@@ -10,7 +10,9 @@ conversation's past).
 Versions are optimistic: `SummaryWriter.write(..., expected_version=N)` succeeds only when the
 stored version is N (None: no summary yet) and the new summary is version N + 1; otherwise it
 raises `SummaryVersionConflict` and writes nothing. Two racing writers can never both win, and the
-visible version never goes backwards.
+visible version never goes backwards. A durable high-water mark (`SummaryVersionFloor`, used by
+`memstream.summary_store.MonotonicSummaryStore`) keeps that true when the summary objects are
+lost: the next version then continues above the highest one ever written (`write(..., floor=)`).
 
 A `SummaryCache` (Redis) holds only derived state: it may miss, never shows an older version than
 it was last given, and never raises.
@@ -123,22 +125,45 @@ class SummaryWriter(Protocol):
         ...
 
     async def write(
-        self, thread: ThreadRef, agent_id: str, new: Summary, *, expected_version: int | None
+        self,
+        thread: ThreadRef,
+        agent_id: str,
+        new: Summary,
+        *,
+        expected_version: int | None,
+        floor: int = 0,
     ) -> Summary:
         """Store `new` as the thread's next summary; returns it once it is durable and visible to
         readers.
 
-        `expected_version=None` requires that no summary exists and `new.version == 1`; otherwise the
-        stored version must equal `expected_version` and `new.version == expected_version + 1`.
-        Anything else raises SummaryVersionConflict and writes nothing. Of writers racing with the
-        same `expected_version`, exactly one succeeds. Re-sending the exact same `new` after an
-        unknown outcome succeeds again (idempotent). Raises SummaryWriteFailed when the store fails.
+        `expected_version=None` requires that no summary exists; otherwise the stored version must
+        equal `expected_version`. `new.version` must be `max(expected_version or 0, floor) + 1`:
+        the next version, where `floor` (0 as a rule) is the highest version ever written as a
+        `SummaryVersionFloor` remembers it, so that a store that lost its objects continues above
+        them instead of reusing their numbers. Anything else raises SummaryVersionConflict and
+        writes nothing. Of writers racing with the same `expected_version`, exactly one succeeds.
+        Re-sending the exact same `new` after an unknown outcome succeeds again (idempotent).
+        Raises SummaryWriteFailed when the store fails.
         """
         ...
 
 
 class SummaryStore(SummaryReader, SummaryWriter, Protocol):
     """Reads and writes (the summarizer's view of the store)."""
+
+
+class SummaryVersionFloor(Protocol):
+    """A durable high-water mark of each thread's summary version (Postgres), kept apart from the
+    summary objects so that losing them (a deleted folder or bucket prefix) never lets a version
+    number be reused or go backwards: the next summary continues above the mark."""
+
+    async def highest(self, thread: ThreadRef, agent_id: str) -> int:
+        """The highest version recorded for the thread (0 when none)."""
+        ...
+
+    async def record(self, thread: ThreadRef, agent_id: str, version: int) -> None:
+        """Raise the mark to `version` (a lower or equal version changes nothing)."""
+        ...
 
 
 class SummaryCache(Protocol):

@@ -20,7 +20,6 @@ JSON object of at most `MAX_METADATA_BYTES`; the one key memstream reads is
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
@@ -30,8 +29,10 @@ from pydantic import BaseModel, ConfigDict
 
 from memstream.auth import Principal
 from memstream.errors import Conflict, InvalidInput, JournalUnavailable, MemstreamError, NotFound
+from memstream.ids import require_id
+from memstream.inputs import check_json_value
 from memstream.journal.base import Journal
-from memstream.journal.models import Message, NewMessage, ThreadRef, check_id
+from memstream.journal.models import Message, NewMessage, ThreadRef
 
 MAX_WINDOW_MESSAGES = 20
 MAX_METADATA_BYTES = 64 * 1024
@@ -92,32 +93,9 @@ def _type_name(value: object) -> str:
 
 
 def _check_values(metadata: dict[str, Any]) -> None:
-    """Reject what JSON/jsonb cannot hold: NUL characters, NaN/Infinity, non-JSON types, deep nesting."""
-    stack: list[tuple[str, object, int]] = [("metadata", metadata, 1)]
-    while stack:
-        path, value, depth = stack.pop()
-        if depth > MAX_METADATA_DEPTH:
-            raise InvalidInput(f"{path} nests deeper than {MAX_METADATA_DEPTH} levels", field=path)
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if not isinstance(key, str):
-                    raise InvalidInput(f"{path} has a non-string key {key!r}", field=path)
-                if "\x00" in key:
-                    raise InvalidInput(f"{path} has a key containing a NUL character (\\u0000)", field=path)
-                stack.append((f"{path}.{key}", item, depth + 1))
-        elif isinstance(value, list):
-            for index, item in enumerate(value):
-                stack.append((f"{path}[{index}]", item, depth + 1))
-        elif isinstance(value, str):
-            if "\x00" in value:
-                raise InvalidInput(
-                    f"{path} contains a NUL character (\\u0000), which cannot be stored", field=path
-                )
-        elif isinstance(value, float):
-            if not math.isfinite(value):
-                raise InvalidInput(f"{path} is {value}: JSON numbers must be finite", field=path)
-        elif value is not None and not isinstance(value, (bool, int)):
-            raise InvalidInput(f"{path} is not a JSON value ({type(value).__name__})", field=path)
+    """Reject what JSON/jsonb cannot hold: NUL characters, lone surrogates, NaN/Infinity, non-JSON
+    types, deep nesting."""
+    check_json_value(metadata, "metadata", max_depth=MAX_METADATA_DEPTH)
 
 
 def _check_config(metadata: dict[str, Any]) -> None:
@@ -173,10 +151,8 @@ def merge_patch(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]
 
 
 def check_thread_id(value: str, field: str) -> str:
-    try:
-        return check_id(value)
-    except ValueError as exc:
-        raise InvalidInput(f"{field} {value!r} {exc}", field=field) from None
+    """`value` when it is a valid id (`memstream.ids.ID`); InvalidInput naming `field` otherwise."""
+    return require_id(value, field)
 
 
 # ---- storage interface ------------------------------------------------------------------------

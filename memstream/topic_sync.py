@@ -35,7 +35,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import asyncpg
@@ -181,8 +181,12 @@ class TopicSync:
         *,
         registry: TopicRegistry | None = None,
         interval_s: float = CHECK_INTERVAL_S,
+        on_topics_applied: Callable[[Sequence[str]], None] | None = None,
     ) -> None:
+        """`on_topics_applied(created)` is called whenever a check applied topics.yaml (a guarded
+        topic was missing), with the topics that run created (e.g. for the compaction recovery)."""
         self.settings = settings
+        self.on_topics_applied = on_topics_applied
         self.guards = list(guards)
         self.registry = registry or default_registry()
         self.interval_s = interval_s
@@ -235,6 +239,8 @@ class TopicSync:
         identity = await asyncio.to_thread(topic_identity, bootstrap, broker_name, timeout=IDENTITY_TIMEOUT_S)
         if identity is None:
             report = await asyncio.to_thread(apply_topics, self.settings, self.registry)
+            if self.on_topics_applied is not None:
+                self.on_topics_applied(report.created)
             created = created or report.was_created(guard.name)
             identity = await asyncio.to_thread(
                 topic_identity, bootstrap, broker_name, timeout=IDENTITY_TIMEOUT_S

@@ -11,23 +11,17 @@ runtime commits the batch's offsets only after it returned. Idempotence: a row i
 (environment, account_id, thread_id, offset) and every read of the store is dedup-safe, so a
 redelivered or replayed batch never shows a message twice.
 
-ClickHouse unavailable (`TranscriptUnavailable`): the processor neither dead-letters nor skips.
-It keeps retrying the same rows inside `process`, with exponential backoff (`RetryPolicy`), logging
-a warning at most once per `log_every_s`, until the store answers; then the batch completes and
-the runtime commits it. This retry lives here, not in the runtime, because the runtime treats any
-exception as transient but gives up after `RuntimeOptions.max_attempts` tries and crashes the
-processor, which is right for a bug and wrong for an outage of a downstream store. A stop of the
-runtime cancels the waiting batch: it is not committed and is redelivered later. Any other error
-propagates to the runtime (bounded retries, then a crash without commit).
+ClickHouse unavailable (`TranscriptUnavailable`): `process` raises the runtime's
+`SinkUnavailable` from it, and the runtime waits the outage out (the same rows retried without
+limit, capped backoff, rate-limited warnings; nothing dead-lettered or skipped, offsets not
+committed) before the batch completes. Any other error goes to the runtime as it is (retried, then
+the record that still fails alone is dead-lettered).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 from memstream.config import Settings
 from memstream.engines import Engines
@@ -35,6 +29,7 @@ from memstream.journal.models import Message
 from sinks.clickhouse.base import TranscriptRow, TranscriptStore, TranscriptUnavailable
 from sinks.clickhouse.factory import build_transcript_store
 from streams.events import InvalidEvent, decode_message
+from streams.runtime.errors import SinkUnavailable
 from streams.runtime.processor import InvalidMessage, Processor, Record
 
 NAME = "clickhouse-projection"
@@ -45,9 +40,6 @@ BATCH_WAIT_S = 0.25
 """Longest wait to fill a batch: the projection lags the journal by about this much when idle."""
 
 log = logging.getLogger("memstream.clickhouse_projection")
-
-Sleep = Callable[[float], Awaitable[None]]
-Clock = Callable[[], float]
 
 
 def row_of(message: Message) -> TranscriptRow:
@@ -92,20 +84,6 @@ def rows(batch: Sequence[Record]) -> list[TranscriptRow]:
     return [decode(record) for record in batch]
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Backoff while the store is unavailable: `initial_s * 2**n`, at most `max_s`; a warning at
-    most every `log_every_s` seconds."""
-
-    initial_s: float = 0.5
-    max_s: float = 30.0
-    log_every_s: float = 60.0
-
-    def delay(self, failures: int) -> float:
-        """Seconds to wait after the `failures`-th failure in a row (1-based)."""
-        return float(min(self.max_s, self.initial_s * 2 ** max(0, failures - 1)))
-
-
 class ClickHouseProjection(Processor):
     """The `clickhouse-projection` processor (module doc). `name` may differ for a second
     consumer group (a rebuild); `table` writes to a rebuild table instead of the live one."""
@@ -117,25 +95,17 @@ class ClickHouseProjection(Processor):
         name: str = NAME,
         table: str | None = None,
         close_store: bool = True,
-        retry: RetryPolicy | None = None,
         batch_size: int | None = BATCH_SIZE,
         batch_wait_s: float | None = BATCH_WAIT_S,
-        sleep: Sleep = asyncio.sleep,
-        clock: Clock = time.monotonic,
     ) -> None:
         self.name = name
         self.source_topics = (SOURCE_TOPIC,)
         self.store = store
         self.table = table
         self.close_store = close_store
-        self.retry = retry or RetryPolicy()
         self.batch_size = batch_size
         self.batch_wait_s = batch_wait_s
-        self._sleep = sleep
-        self._clock = clock
         self._schema_ready = False
-        self.outages = 0
-        """Outages seen so far (a run of failed attempts ended by a success)."""
 
     def rows(self, batch: Sequence[Record]) -> list[TranscriptRow]:
         return rows(batch)
@@ -151,8 +121,13 @@ class ClickHouseProjection(Processor):
 
     async def process(self, batch: Sequence[Record]) -> None:
         projected = self.rows(batch)
-        if projected:
-            await self._store_until_done(projected)
+        if not projected:
+            return
+        try:
+            await self._ensure_schema()
+            await self.store.insert(projected, table=self.table)
+        except TranscriptUnavailable as exc:
+            raise SinkUnavailable(f"ClickHouse unavailable, {len(projected)} rows waiting: {exc}") from exc
 
     async def stop(self) -> None:
         if self.close_store:
@@ -162,42 +137,6 @@ class ClickHouseProjection(Processor):
         if not self._schema_ready:
             await self.store.ensure_schema()
             self._schema_ready = True
-
-    async def _store_until_done(self, projected: list[TranscriptRow]) -> None:
-        """Insert `projected`, retrying for as long as the store is unavailable (module doc)."""
-        failures = 0
-        started = 0.0
-        last_log = 0.0
-        while True:
-            try:
-                await self._ensure_schema()
-                await self.store.insert(projected, table=self.table)
-            except TranscriptUnavailable as exc:
-                now = self._clock()
-                failures += 1
-                if failures == 1:
-                    started = now
-                if failures == 1 or now - last_log >= self.retry.log_every_s:
-                    last_log = now
-                    log.warning(
-                        "%s: ClickHouse unavailable for %.0fs (%d attempts), %d rows waiting, retrying: %s",
-                        self.name,
-                        now - started,
-                        failures,
-                        len(projected),
-                        exc,
-                    )
-                await self._sleep(self.retry.delay(failures))
-                continue
-            if failures:
-                self.outages += 1
-                log.info(
-                    "%s: ClickHouse available again after %.1fs (%d failed attempts)",
-                    self.name,
-                    self._clock() - started,
-                    failures,
-                )
-            return
 
 
 def create(settings: Settings, *, engines: Engines | None = None) -> ClickHouseProjection:

@@ -14,7 +14,10 @@ Per request:
 2. Scope of a fact: the request's (environment, account, agent) and the user of the messages it
    came from (the request's `user_id` when they carry none), `scope_visibility="private"` when
    there is such a user, else `"shared"`. A fact whose messages belong to several users has no
-   single owner: it is rejected (never stored visible to the wrong user).
+   single owner: it is rejected (never stored visible to the wrong user). A `user_profile` fact
+   needs its user: from a thread without a user the write path refuses it (`ProfileWithoutUser`,
+   counted in `facts_rejected`), so "my name is ..." in a user-less thread never becomes a shared
+   fact pinned for every user; its other facts (project facts...) are stored shared.
 3. Best-effort: a fact the write path refuses (`InvalidInput` and its subclasses: screening,
    capacity, content length ...) is counted in `facts_rejected` and the others are still stored.
    Any other failure (model error, timeout or invalid output; a Postgres or journal error) is
@@ -22,8 +25,9 @@ Per request:
 4. ALWAYS, then: `compaction.flushed` is produced (the request's fields plus `flush`: status,
    facts_stored, facts_rejected, error when failed), and `process` returns only once the broker
    confirmed every record of the batch (idempotent producer), so offsets are committed after the
-   flush records are durable. An unconfirmed record (`FlushNotDelivered`) fails the batch, which
-   is retried.
+   flush records are durable. An unconfirmed record (`FlushNotDelivered`, an outage) fails the
+   batch, which is retried. While the runtime stops (`stopping`), a wait on the broker is given up
+   at once: the batch is not committed and is flushed again by the next run.
 
 Idempotent under redelivery and replay: flushing the same request again extracts the same facts
 and stores them again, which is a same-key, same-content no-op by `MemoryService.store`'s rules
@@ -43,12 +47,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import asyncpg
-from confluent_kafka import KafkaError, Producer
-from confluent_kafka import Message as KafkaMessage
 
 from memstream.config import Settings
 from memstream.engines import Engines
-from memstream.errors import InvalidInput, MemstreamError
+from memstream.errors import InvalidInput
 from memstream.journal.base import Journal
 from memstream.journal.models import Message, ThreadRef
 from memstream.memory.agents import AgentRef, AgentService
@@ -56,7 +58,8 @@ from memstream.memory.models import Provenance
 from memstream.memory.service import MemoryService
 from memstream.models.base import ChatModel, ExtractedFact
 from memstream.pinned import MemoryScope
-from streams.producer import make_producer
+from streams.producer import BatchPublisher, OutgoingRecord, RecordsNotConfirmed
+from streams.runtime.errors import ProcessorCannotRun, SinkUnavailable
 from streams.runtime.processor import InvalidMessage, Processor, Record
 from streams.topics import InvalidPayload, default_registry, topic_name
 
@@ -69,7 +72,6 @@ JOURNAL_PAGE = 1000
 MODEL_TIMEOUT_S = 120.0
 """The extraction call is abandoned (status `failed`) after this long, whatever the provider's own
 timeouts and retries."""
-DELIVERY_TIMEOUT_S = 30.0
 ERROR_MAX_CHARS = 1000
 
 log = logging.getLogger("memstream.flush")
@@ -77,15 +79,15 @@ log = logging.getLogger("memstream.flush")
 Status = Literal["stored", "skipped_no_memory", "failed"]
 
 
-class NeedsNode(MemstreamError):
+class NeedsNode(ProcessorCannotRun):
     """The processor was started without the node's journal or Postgres pool
-    (e.g. `memstream worker flush`)."""
+    (e.g. `memstream worker flush`): it is not restarted."""
 
     code = "needs_node"
 
 
-class FlushNotDelivered(MemstreamError):
-    """The broker did not confirm a `compaction.flushed` record: the batch is retried (transient)."""
+class FlushNotDelivered(SinkUnavailable):
+    """The broker did not confirm a `compaction.flushed` record: the batch is retried (an outage)."""
 
     code = "compaction_flushed_not_delivered"
 
@@ -183,8 +185,9 @@ def _short(exc: BaseException) -> str:
 
 class Flush(Processor):
     """The `flush` processor (module doc). `journal` and `pool` are the node's; the chat model is
-    `chat_model` or, when None, `open_chat_model()` called in `start`; `producer` is built in `start`
-    when not given. Construction does no I/O; `start` refuses (NeedsNode) without journal or pool."""
+    `chat_model` or, when None, `open_chat_model()` called in `start`; `publisher` (to
+    compaction.flushed) is built in `start` when not given. Construction does no I/O; `start`
+    refuses (NeedsNode) without journal or pool."""
 
     def __init__(
         self,
@@ -195,7 +198,7 @@ class Flush(Processor):
         *,
         open_chat_model: Callable[[], ChatModel] | None = None,
         name: str = NAME,
-        producer: Producer | None = None,
+        publisher: BatchPublisher | None = None,
         model_timeout_s: float = MODEL_TIMEOUT_S,
     ) -> None:
         self.name = name
@@ -205,11 +208,12 @@ class Flush(Processor):
         self.pool = pool
         self.chat_model = chat_model
         self._open_chat_model = open_chat_model
-        self.producer = producer
+        self.publisher = publisher
         self.model_timeout_s = model_timeout_s
         self.topic = topic_name(settings, OUTPUT_TOPIC)
         self._agents: AgentService | None = None
         self._memory: MemoryService | None = None
+        self._stopping = False
 
     async def start(self) -> None:
         if self.journal is None or self.pool is None:
@@ -224,18 +228,37 @@ class Flush(Processor):
             self.chat_model = self._open_chat_model()
         self._agents = AgentService(self.pool)
         self._memory = MemoryService(self.pool)
-        if self.producer is None:
-            self.producer = make_producer(self.settings, client_id=f"memstream.{self.name}", logger=log)
+        if self.publisher is None:
+            self.publisher = BatchPublisher(
+                self.settings, self.topic, client_id=f"memstream.{self.name}", logger=log
+            )
+        if self._stopping:
+            self.publisher.abort(f"the {self.name} processor is stopping")
+
+    def stopping(self) -> None:
+        self._stopping = True
+        if self.publisher is not None:
+            self.publisher.abort(f"the {self.name} processor is stopping")
+
+    async def stop(self) -> None:
+        if self.publisher is not None:
+            self.publisher.close()
 
     async def process(self, batch: Sequence[Record]) -> None:
         requests = [decode(record) for record in batch]  # all-or-nothing before any effect
         if not requests:
             return
-        out: list[tuple[Request, dict[str, Any]]] = []
+        if self.publisher is None:
+            raise RuntimeError("the flush processor was not started")
+        out: list[OutgoingRecord] = []
         for request in requests:
             result = await self.flush(request)
-            out.append((request, flushed_payload(request, result)))
-        await asyncio.to_thread(self._produce, out)
+            payload = flushed_payload(request, result)
+            out.append(OutgoingRecord(request.thread_id.encode("utf-8"), json.dumps(payload).encode("utf-8")))
+        try:
+            await self.publisher.publish(out)
+        except RecordsNotConfirmed as exc:
+            raise FlushNotDelivered(f"compaction.flushed records not confirmed: {exc.message}") from exc
 
     async def flush(self, request: Request) -> FlushResult:
         """Flush one request (module doc, steps 1-3). Never raises but for cancellation."""
@@ -320,26 +343,6 @@ class Flush(Processor):
             found.extend(m for m in page if m.offset <= request.to_offset and m.agent_id == request.agent_id)
             cursor = page[-1].offset
         return found
-
-    def _produce(self, records: Sequence[tuple[Request, dict[str, Any]]]) -> None:
-        producer = self.producer
-        if producer is None:
-            raise RuntimeError("the flush processor was not started")
-        errors: list[str] = []
-
-        def delivered(err: KafkaError | None, _msg: KafkaMessage) -> None:
-            if err is not None:
-                errors.append(str(err))
-
-        for request, payload in records:
-            producer.produce(
-                self.topic,
-                key=request.thread_id.encode("utf-8"),
-                value=json.dumps(payload).encode("utf-8"),
-                on_delivery=delivered,
-            )
-        if producer.flush(DELIVERY_TIMEOUT_S) != 0 or errors:
-            raise FlushNotDelivered(f"compaction.flushed records not confirmed: {errors or 'timed out'}")
 
 
 def create(settings: Settings, *, engines: Engines | None = None) -> Flush:

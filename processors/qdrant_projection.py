@@ -16,6 +16,13 @@ returns once the index made them durable, and re-applying a plan changes nothing
 Replaying the topic from the beginning into an empty index rebuilds exactly the same points: a
 point is a function of the entry's last record only.
 
+Qdrant unavailable (an `IndexUnavailable` or `EmbeddingError` caused by a connection-class error,
+or a server answering 429/502/503/504: `streams.runtime.outages.is_outage`): `process` raises the
+runtime's `SinkUnavailable` from it and the runtime waits the outage out (retried without limit,
+nothing dead-lettered, offsets not committed). Other errors of the index (e.g. the embedded Edge
+engine refusing a point) go to the runtime as they are (retried, then the record that still fails
+alone is dead-lettered).
+
 After a batch is applied, the live projection (`create`) notes the batch's `outbox_seq` headers as
 applied (`memstream.memory.outbox.AppliedOutbox`), so that what the broker loses before the
 projection applied it is published again from Postgres (`EntriesOutboxRelay.republish_unapplied`).
@@ -41,6 +48,8 @@ from memstream.memory.models import EntryEvent, MemoryEntry, parse_entry_key
 from memstream.memory.outbox import AppliedOutbox, outbox_seqs
 from sinks.qdrant.base import CollectionRef, IndexPoint, VectorIndex
 from sinks.qdrant.factory import build_index
+from streams.runtime.errors import SinkUnavailable
+from streams.runtime.outages import is_outage
 from streams.runtime.processor import InvalidMessage, Processor, Record
 
 NAME = "qdrant-projection"
@@ -189,7 +198,14 @@ class QdrantProjection(Processor):
     async def process(self, batch: Sequence[Record]) -> None:
         result = self.plan(batch)
         if not result.empty:
-            await self.sink.write(result)
+            try:
+                await self.sink.write(result)
+            except Exception as exc:
+                if is_outage(exc) and not isinstance(exc, SinkUnavailable):
+                    raise SinkUnavailable(
+                        f"the vector index is unavailable: {type(exc).__name__}: {exc}"
+                    ) from exc
+                raise
         if self.applied is not None:
             try:
                 await self.applied.record(outbox_seqs([record.headers for record in batch]))

@@ -7,11 +7,12 @@ Redis cache), the thresholds' counters restarted and the flush-and-summarize gua
 Per request (`Summarizer.summarize`):
 
 1. Take the thread's summarization lock (`summarization_lock_name`, a Redis lease of
-   `LOCK_TTL_S`). When another summarizer holds it, poll for up to `lock_wait_s`, re-reading the
-   current summary each time: once it covers the request, the request is done. Still held after
-   the wait -> `SummarizerBusy`, a transient error: the runtime retries the batch later (a dead
-   holder frees the lock when its lease runs out). The lock only avoids duplicate model calls;
-   correctness comes from the optimistic version check of the write.
+   `LOCK_TTL_S`, renewed every third of it while the request is worked on, so a holder that dies -
+   a node killed mid-summary - frees it within seconds). When another summarizer holds it, poll for
+   up to `lock_wait_s`, re-reading the current summary each time: once it covers the request, the
+   request is done. Still held after the wait -> `SummarizerBusy`, a transient error: the runtime
+   retries the batch later. The lock only avoids duplicate model calls; correctness comes from the
+   optimistic version check of the write.
 2. `current = store.current(...)`. When it covers `to_offset` the request is done (redelivery,
    replay, or a racing summarizer won): nothing is written (idempotent).
 3. Otherwise read the agent's messages after `current.last_message_offset` (-1 without one) up to
@@ -19,14 +20,20 @@ Per request (`Summarizer.summarize`):
    max_tokens=SUMMARY_MAX_TOKENS)` and write version `current.version + 1` (1 without one) with
    `expected_version=current.version`. A `SummaryVersionConflict` re-reads and re-checks (at most
    `MAX_CONFLICTS` times).
-4. After the summary is durable (or found covering): `reset_counters(scope, last + 1)` and release
-   the guard, then the lock.
+4. After the summary is durable (or found covering): settle the thread's compaction in the
+   durable ledger (`PostgresCompactions.settle`: the request in flight is closed, so recovery does
+   not request it again), `reset_counters(scope, last + 1)` and release the guard, then the lock.
+
+Summary versions never go backwards: the store is a `MonotonicSummaryStore` over a durable
+high-water mark (Postgres), so after the summary objects were lost the next version continues
+above the highest one ever written (the summary is then rebuilt from the journal).
 
 Failures of the model or the storage (`ModelError`, `SummaryWriteFailed`, `SummaryUnavailable`,
 `JournalUnavailable`) are retried after `retry_delays` (one more attempt per delay). A request
 that still fails - or fails in a way retrying cannot fix (`ModelRequestRejected`,
-`ModelUnsupported`, a `to_offset` the journal does not hold) - releases the thread's guard (so it
-can be compacted again) and is dead-lettered (`InvalidMessage`) with the reason. Redis errors
+`ModelUnsupported`, a `to_offset` the journal does not hold) - settles the compaction in the
+ledger, releases the thread's guard (so it can be compacted again) and is dead-lettered
+(`InvalidMessage`) with the reason. Redis errors
 (lock, counters, guard) propagate as transient: the batch is retried by the runtime.
 
 The guard is released only when it belongs to this request or an earlier one (its value is the
@@ -36,6 +43,7 @@ crossing offset, <= `to_offset`): a late redelivery never frees the guard of a n
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 from collections.abc import Callable, Sequence
@@ -58,8 +66,10 @@ from memstream.summaries import (
     summarization_lock_name,
 )
 from processors.thresholds import NeedsNodeJournal, open_store
+from sinks.postgres.compactions import PostgresCompactions
 from sinks.redis.locks import Lease, RedisLocks
 from sinks.redis.thresholds import ThreadScope, ThresholdStore
+from streams.runtime.errors import SinkUnavailable
 from streams.runtime.processor import InvalidMessage, Processor, Record
 
 NAME = "summarizer"
@@ -67,8 +77,9 @@ SOURCE_TOPIC = "compaction.flushed"
 
 SUMMARY_MAX_TOKENS = 500
 """The bound on every summary's size (o200k tokens), asked of the chat model."""
-LOCK_TTL_S = 120.0
-"""The summarization lock's lease; renewed before each model call and before the write."""
+LOCK_TTL_S = 10.0
+"""The summarization lock's lease, renewed every third of it while a request is worked on: a
+summarizer that dies frees the thread within this long."""
 LOCK_WAIT_S = 5.0
 """How long a request waits for another summarizer of its thread before the batch is retried."""
 LOCK_POLL_S = 0.1
@@ -88,8 +99,9 @@ RETRIED: tuple[type[Exception], ...] = (
 )
 
 
-class SummarizerBusy(MemstreamError):
-    """Another summarizer held the thread's lock for the whole wait: the batch is retried (transient)."""
+class SummarizerBusy(SinkUnavailable):
+    """Another summarizer held the thread's lock for the whole wait: the batch is retried without
+    limit (the holder finishes, or its lease runs out)."""
 
     code = "summarizer_busy"
 
@@ -160,9 +172,10 @@ def next_summary(
 
 class Summarizer(Processor):
     """The `summarizer` processor (module doc). Construction does no I/O: without `summaries`
-    (the store, ideally cached) `open_summaries` opens it in `start`, and without `chat_model`
-    `chat_model_factory` builds it there. `closers` are awaited by `stop` (clients this
-    processor owns; the chat model belongs to its giver)."""
+    (the store, ideally monotonic and cached) `open_summaries` opens it in `start`, and without
+    `chat_model` `chat_model_factory` builds it there. `ledger` is the node's durable record of
+    compactions; `start` refuses (NeedsNodeJournal) without it or the journal. `closers` are
+    awaited by `stop` (clients this processor owns; the chat model belongs to its giver)."""
 
     def __init__(
         self,
@@ -171,6 +184,7 @@ class Summarizer(Processor):
         summaries: SummaryStore | None,
         locks: RedisLocks,
         journal: Journal | None,
+        ledger: PostgresCompactions | None,
         chat_model: ChatModel | None = None,
         chat_model_factory: Callable[[], ChatModel] | None = None,
         open_summaries: Callable[[], SummaryStore] | None = None,
@@ -188,6 +202,7 @@ class Summarizer(Processor):
         self._open_summaries = open_summaries
         self.locks = locks
         self.journal = journal
+        self.ledger = ledger
         self.chat_model = chat_model
         self._chat_model_factory = chat_model_factory
         self.retry_delays = tuple(retry_delays)
@@ -197,10 +212,11 @@ class Summarizer(Processor):
         self._closers = tuple(closers)
 
     async def start(self) -> None:
-        if self.journal is None:
+        if self.journal is None or self.ledger is None:
             raise NeedsNodeJournal(
-                "the summarizer reads the messages to summarize from the journal and runs inside the "
-                "node (`memstream up` / `memstream node`), not as a separate worker"
+                "the summarizer reads the messages to summarize from the journal and settles "
+                "compactions in the node's Postgres pool: it runs inside the node (`memstream up` / "
+                "`memstream node`), not as a separate worker"
             )
         if self._summaries is None:
             if self._open_summaries is None:
@@ -234,25 +250,51 @@ class Summarizer(Processor):
         if lease is None:  # another summarizer covered the request while we waited
             covering = await self.summaries.current(request.thread, request.agent_id)
             assert covering is not None
+            await self._ledger().settle(request.scope, covering.last_message_offset)
             return covering
+        keeper = asyncio.create_task(self._keep(lease), name=f"memstream.summarizer.lease.{lease.name}")
         try:
             try:
-                summary = await self._with_retries(request, lease)
+                summary = await self._with_retries(request)
             except Exception as exc:
                 if not isinstance(exc, (*RETRIED, *FINAL)):
-                    raise  # transient (Redis, a bug): the runtime retries the batch
+                    raise  # transient (Redis, Postgres, a bug): the runtime retries the batch
+                await self._ledger().settle(request.scope, request.to_offset)
                 await self._release_guard(request)
                 reason = f"summarizing {_describe(request)} failed: {type(exc).__name__}: {exc}"
                 log.error("%s; dead-lettered, guard released", reason)
                 raise InvalidMessage(record, reason) from exc
+            await self._ledger().settle(request.scope, summary.last_message_offset)
             await self.thresholds.reset_counters(request.scope, summary.last_message_offset + 1)
             await self._release_guard(request)
             return summary
         finally:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
             try:
                 await self.locks.release(lease)
             except MemstreamError as exc:
                 log.warning("cannot release %s (%s); its lease frees it", lease.name, exc)
+
+    async def _keep(self, lease: Lease) -> None:
+        """Renew `lease` every third of its TTL until cancelled (a failed renewal is logged: the
+        version check keeps the work correct without the lock)."""
+        while True:
+            await asyncio.sleep(lease.ttl_ms / 3000)
+            try:
+                renewed = await self.locks.extend(lease)
+            except MemstreamError as exc:
+                log.warning("cannot renew %s (%s); retrying", lease.name, exc)
+                continue
+            if renewed is None:
+                log.warning("lost the lock %s while summarizing; going on (versions are checked)", lease.name)
+                return
+
+    def _ledger(self) -> PostgresCompactions:
+        if self.ledger is None:
+            raise NeedsNodeJournal("the summarizer needs the node's Postgres pool")
+        return self.ledger
 
     async def _lock(self, request: FlushedRequest) -> Lease | None:
         """The thread's lock, or None when the request got covered while another holder worked."""
@@ -268,10 +310,10 @@ class Summarizer(Processor):
                 raise SummarizerBusy(f"another summarizer holds {name!r}")
             await asyncio.sleep(LOCK_POLL_S)
 
-    async def _with_retries(self, request: FlushedRequest, lease: Lease) -> Summary:
+    async def _with_retries(self, request: FlushedRequest) -> Summary:
         for delay in (*self.retry_delays, None):
             try:
-                return await self._summarize(request, lease)
+                return await self._summarize(request)
             except FINAL:
                 raise
             except RETRIED as exc:
@@ -287,7 +329,7 @@ class Summarizer(Processor):
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
-    async def _summarize(self, request: FlushedRequest, lease: Lease) -> Summary:
+    async def _summarize(self, request: FlushedRequest) -> Summary:
         """One attempt: read, fold, write with the version check (re-checking after conflicts)."""
         model = self.chat_model
         if model is None:
@@ -297,10 +339,8 @@ class Summarizer(Processor):
             if current is not None and request.covered_by(current):
                 return current
             messages = await self._messages(request, current)
-            await self.locks.extend(lease)
             draft = await model.summarize(current, messages, max_tokens=SUMMARY_MAX_TOKENS)
             new = next_summary(current, messages, draft.content, draft.token_count, self.clock())
-            await self.locks.extend(lease)
             try:
                 written = await self.summaries.write(
                     request.thread,
@@ -344,16 +384,7 @@ class Summarizer(Processor):
 
     async def _release_guard(self, request: FlushedRequest) -> None:
         """Release the thread's guard unless it belongs to a later crossing (module doc)."""
-        scope = request.scope
-        held = await self.thresholds.client.get(self.thresholds.guard_key(scope))
-        if held is not None:
-            try:
-                crossing = int(held)
-            except ValueError:
-                crossing = -1
-            if crossing > request.to_offset:
-                return
-        await self.thresholds.release_guard(scope)
+        await self.thresholds.release_guard(request.scope, up_to=request.to_offset)
 
 
 def _describe(request: FlushedRequest) -> str:
@@ -370,21 +401,32 @@ def lock_namespace(settings: Settings) -> str:
 
 def create(settings: Settings, *, engines: Engines | None = None) -> Summarizer:
     """The processor for `settings` (`settings.redis`, `settings.object_store`) with the node's
-    journal and chat model (`engines`). Without the journal it refuses to start (NeedsNodeJournal)."""
-    from memstream.summary_store import CachedSummaryWriter
+    journal, Postgres pool and chat model (`engines`). Without the journal or the pool it refuses to
+    start (NeedsNodeJournal)."""
+    from memstream.summary_store import CachedSummaryWriter, MonotonicSummaryStore
     from sinks.objectstore.summaries import ObjectStoreSummaryWriter
+    from sinks.postgres.compactions import PostgresSummaryVersions
     from sinks.redis.client import redis_client
     from sinks.redis.summary_cache import RedisSummaryCache
 
     thresholds = open_store(settings)
     cache = RedisSummaryCache.from_settings(settings)
     lock_client = redis_client(settings.redis, timeout_s=2.0)
+    pool = engines.pool if engines is not None else None
+
+    def open_summaries() -> SummaryStore:
+        cached = CachedSummaryWriter(cache, ObjectStoreSummaryWriter.from_settings(settings))
+        if pool is None:
+            raise NeedsNodeJournal("the summarizer needs the node's Postgres pool")
+        return MonotonicSummaryStore(cached, PostgresSummaryVersions(pool))
+
     return Summarizer(
         thresholds=thresholds,
         summaries=None,
-        open_summaries=lambda: CachedSummaryWriter(cache, ObjectStoreSummaryWriter.from_settings(settings)),
+        open_summaries=open_summaries,
         locks=RedisLocks(lock_client, namespace=lock_namespace(settings)),
         journal=engines.journal if engines is not None else None,
+        ledger=PostgresCompactions(pool) if pool is not None else None,
         chat_model_factory=engines.chat_model if engines is not None else None,
         closers=(thresholds.aclose, cache.aclose, lock_client.aclose),
     )

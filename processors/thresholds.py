@@ -15,35 +15,40 @@ or a new thread) or stale (just summarized), it is rebuilt from the journal: mes
 last summary's `last_message_offset` (-1 without a summary) up to and including the current one
 are summed and claimed (`fold`), so the request still comes at the message that crosses.
 
+Every request is recorded in Postgres as its thread's compaction in flight
+(`sinks.postgres.compactions`) BEFORE it is produced, and a crossing the guard held back
+("guarded") is recorded there too; the summarizer settles both. Redis and the broker may then lose
+everything: `processors.compaction_recovery` requests an open compaction again, or re-evaluates a
+held-back crossing (`reevaluate`), through this processor's `emit`.
+
 `process` returns only once every request of the batch is confirmed by the broker (idempotent
 producer), so offsets are committed after the requests are durable. A request decided but not
-confirmed (crash, broker error) is re-sent when its message is redelivered. A record that is not
-a valid journal message is dead-lettered (InvalidMessage) before anything of its batch is counted.
+confirmed (crash, broker error) is re-sent when its message is redelivered. While the runtime
+stops (`stopping`), a wait on the broker is given up at once (the batch is redelivered to the next
+run). A record that is not a valid journal message is dead-lettered (InvalidMessage) before
+anything of its batch is counted.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from confluent_kafka import KafkaError, Producer
-from confluent_kafka import Message as KafkaMessage
-
 from memstream.config import Settings
 from memstream.engines import Engines
-from memstream.errors import MemstreamError
 from memstream.journal.base import Journal
-from memstream.journal.models import Message
+from memstream.journal.models import Message, ThreadRef
 from memstream.summaries import SummaryWriter
+from sinks.postgres.compactions import PostgresCompactions
 from sinks.redis.thresholds import DEFAULT_NAMESPACE, Outcome, ThreadScope, ThresholdStore
 from streams.events import InvalidEvent, decode_message
-from streams.producer import make_producer
+from streams.producer import BatchPublisher, OutgoingRecord, RecordsNotConfirmed
+from streams.runtime.errors import ProcessorCannotRun, SinkUnavailable
 from streams.runtime.processor import InvalidMessage, Processor, Record
 from streams.topics import topic_name
 
@@ -58,7 +63,6 @@ MESSAGE_LIMIT = 50
 """...or this many messages, whichever comes first."""
 
 JOURNAL_PAGE = 1000
-DELIVERY_TIMEOUT_S = 30.0
 
 log = logging.getLogger("memstream.thresholds")
 
@@ -66,14 +70,15 @@ Reason = Literal["tokens", "messages"]
 Clock = Callable[[], datetime]
 
 
-class NeedsNodeJournal(MemstreamError):
-    """The processor was started without the node's journal (e.g. `memstream worker thresholds`)."""
+class NeedsNodeJournal(ProcessorCannotRun):
+    """The processor was started without the node's journal (e.g. `memstream worker thresholds`):
+    it is not restarted."""
 
     code = "needs_node_journal"
 
 
-class RequestNotDelivered(MemstreamError):
-    """The broker did not confirm a compaction request: the batch is retried (transient)."""
+class RequestNotDelivered(SinkUnavailable):
+    """The broker did not confirm a compaction request: the batch is retried (an outage)."""
 
     code = "compaction_request_not_delivered"
 
@@ -159,8 +164,10 @@ def decode(record: Record) -> Message:
 
 class Thresholds(Processor):
     """The `thresholds` processor (module doc). `journal` and `summaries` (its `current`) are what
-    the rebuild reads; `summaries` may instead be opened by `open_summaries` in `start`, and
-    `producer` is built in `start` when not given. Construction does no I/O."""
+    the rebuild reads; `summaries` may instead be opened by `open_summaries` in `start`. `ledger`
+    is the node's durable record of compactions (Postgres); `publisher` (to compaction.requested)
+    is built in `start` when not given. Construction does no I/O; `start` refuses
+    (NeedsNodeJournal) without the journal or the ledger."""
 
     def __init__(
         self,
@@ -169,9 +176,10 @@ class Thresholds(Processor):
         journal: Journal | None,
         summaries: SummaryWriter | None,
         *,
+        ledger: PostgresCompactions | None,
         open_summaries: Callable[[], SummaryWriter] | None = None,
         name: str = NAME,
-        producer: Producer | None = None,
+        publisher: BatchPublisher | None = None,
         clock: Clock | None = None,
         close_store: bool = True,
     ) -> None:
@@ -180,27 +188,41 @@ class Thresholds(Processor):
         self.settings = settings
         self.store = store
         self.journal = journal
+        self.ledger = ledger
         self._summaries = summaries
         self._open_summaries = open_summaries
-        self.producer = producer
+        self.publisher = publisher
         self.clock: Clock = clock or (lambda: datetime.now(UTC))
         self.close_store = close_store
         self.topic = topic_name(settings, OUTPUT_TOPIC)
+        self._stopping = False
 
     async def start(self) -> None:
-        if self.journal is None:
+        if self.journal is None or self.ledger is None:
             raise NeedsNodeJournal(
-                "the thresholds processor rebuilds counters from the journal and runs inside the "
-                "node (`memstream up` / `memstream node`), not as a separate worker"
+                "the thresholds processor rebuilds counters from the journal and records compactions "
+                "in the node's Postgres pool: it runs inside the node (`memstream up` / "
+                "`memstream node`), not as a separate worker"
             )
         if self._summaries is None:
             if self._open_summaries is None:
                 raise ValueError("the thresholds processor needs `summaries` or `open_summaries`")
             self._summaries = self._open_summaries()
-        if self.producer is None:
-            self.producer = make_producer(self.settings, client_id=f"memstream.{self.name}", logger=log)
+        if self.publisher is None:
+            self.publisher = BatchPublisher(
+                self.settings, self.topic, client_id=f"memstream.{self.name}", logger=log
+            )
+        if self._stopping:
+            self.publisher.abort(f"the {self.name} processor is stopping")
+
+    def stopping(self) -> None:
+        self._stopping = True
+        if self.publisher is not None:
+            self.publisher.abort(f"the {self.name} processor is stopping")
 
     async def stop(self) -> None:
+        if self.publisher is not None:
+            self.publisher.close()
         if self.close_store:
             await self.store.aclose()
 
@@ -256,14 +278,27 @@ class Thresholds(Processor):
     async def process(self, batch: Sequence[Record]) -> None:
         messages = [decode(record) for record in batch]  # all-or-nothing before any effect
         requests: list[tuple[Message, Outcome]] = []
+        held_back: dict[ThreadScope, int] = {}
         for message in messages:
             outcome = await self.outcome(message)
             if outcome.emits:
                 requests.append((message, outcome))
+            elif outcome.kind == "guarded":
+                scope = scope_of(message)
+                held_back[scope] = max(held_back.get(scope, -1), message.offset)
+        if held_back:
+            await self._ledger().record_crossings(held_back)
+        await self.emit(requests)
+
+    async def emit(self, requests: Sequence[tuple[Message, Outcome]]) -> None:
+        """Record each decided request as its thread's compaction in flight, produce them and wait
+        until the broker confirmed every one, then mark them sent (module doc)."""
         if not requests:
             return
         now = self.clock()
-        await asyncio.to_thread(self._produce, [(m, request_payload(m, o, now)) for m, o in requests])
+        payloads = [(message, request_payload(message, outcome, now)) for message, outcome in requests]
+        await self._ledger().record_requests([(scope_of(m), p) for m, p in payloads])
+        await self._publish([(m.thread_id, p) for m, p in payloads])
         for message, _ in requests:
             await self.store.mark_sent(scope_of(message), message.offset)
             log.info(
@@ -274,25 +309,53 @@ class Thresholds(Processor):
                 message.offset,
             )
 
-    def _produce(self, requests: Sequence[tuple[Message, dict[str, Any]]]) -> None:
-        producer = self.producer
-        if producer is None:
+    async def reevaluate(self, scope: ThreadScope) -> Outcome | None:
+        """Count the thread's last journal message again, as if it had just arrived, and emit the
+        request when that crosses a threshold (after the summary of a compaction that held a
+        crossing back, the counters are stale and are rebuilt from the journal since it). The
+        outcome, or None when the journal holds no message of the thread's agent."""
+        if self.journal is None:
+            raise NeedsNodeJournal("the thresholds processor needs the node's journal")
+        thread = ThreadRef(
+            environment=scope.environment, account_id=scope.account_id, thread_id=scope.thread_id
+        )
+        last = await self.journal.last(thread, 1)
+        if not last or last[-1].agent_id != scope.agent_id:
+            return None
+        message = last[-1]
+        outcome = await self.outcome(message)
+        if outcome.emits:
+            await self.emit([(message, outcome)])
+        return outcome
+
+    async def request_again(self, requests: Sequence[tuple[ThreadScope, Mapping[str, Any]]]) -> None:
+        """Produce recorded `compaction.requested` values again (compactions in flight whose
+        request may be lost), taking each thread's guard first when Redis lost it; returns once
+        the broker confirmed every one."""
+        if not requests:
+            return
+        for scope, payload in requests:
+            await self.store.hold_guard(scope, int(payload["to_offset"]))
+        await self._publish([(scope.thread_id, payload) for scope, payload in requests])
+
+    async def _publish(self, requests: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+        """Produce `(thread_id, value)` requests; `RequestNotDelivered` (an outage, caused by the
+        `RecordsNotConfirmed`) when the broker did not confirm every one."""
+        publisher = self.publisher
+        if publisher is None:
             raise RuntimeError("the thresholds processor was not started")
-        errors: list[str] = []
+        records = [
+            OutgoingRecord(t.encode("utf-8"), json.dumps(dict(p)).encode("utf-8")) for t, p in requests
+        ]
+        try:
+            await publisher.publish(records)
+        except RecordsNotConfirmed as exc:
+            raise RequestNotDelivered(f"compaction requests not confirmed: {exc.message}") from exc
 
-        def delivered(err: KafkaError | None, _msg: KafkaMessage) -> None:
-            if err is not None:
-                errors.append(str(err))
-
-        for message, payload in requests:
-            producer.produce(
-                self.topic,
-                key=message.thread_id.encode("utf-8"),
-                value=json.dumps(payload).encode("utf-8"),
-                on_delivery=delivered,
-            )
-        if producer.flush(DELIVERY_TIMEOUT_S) != 0 or errors:
-            raise RequestNotDelivered(f"compaction requests not confirmed: {errors or 'timed out'}")
+    def _ledger(self) -> PostgresCompactions:
+        if self.ledger is None:
+            raise NeedsNodeJournal("the thresholds processor needs the node's Postgres pool")
+        return self.ledger
 
 
 def store_namespace(settings: Settings) -> str:
@@ -314,17 +377,21 @@ def open_store(settings: Settings) -> ThresholdStore:
     )
 
 
-def create(settings: Settings, *, engines: Engines | None = None) -> Thresholds:
+def create(settings: Settings, *, engines: Engines | None = None, name: str = NAME) -> Thresholds:
     """The processor for `settings` (`settings.redis`, `settings.object_store`) with the node's
-    journal (`engines.journal`). Without it the processor refuses to start (NeedsNodeJournal)."""
+    journal and Postgres pool (`engines`). Without them the processor refuses to start
+    (NeedsNodeJournal)."""
     from sinks.objectstore.summaries import ObjectStoreSummaryWriter
 
     store = open_store(settings)
     journal = engines.journal if engines is not None else None
+    pool = engines.pool if engines is not None else None
     return Thresholds(
         settings,
         store,
         journal,
         None,
+        ledger=PostgresCompactions(pool) if pool is not None else None,
         open_summaries=lambda: ObjectStoreSummaryWriter.from_settings(settings),
+        name=name,
     )

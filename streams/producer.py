@@ -16,12 +16,15 @@ record for a missing topic fails with UNKNOWN_TOPIC_OR_PART after
 
 `produce_and_confirm` produces one batch and waits until the broker answered for EVERY record
 (the publish-and-wait core of the relays, which store their progress only once it returned no
-failure).
+failure). `BatchPublisher` wraps it for processors that produce from the event loop (thresholds,
+flush): one topic, the librdkafka calls in a worker thread, abortable by a stopping owner.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -196,3 +199,111 @@ def discard_producer(producer: Producer) -> None:
     """Drop every record `producer` still holds (queued or in flight) without waiting for the broker."""
     producer.purge()
     producer.flush(0)
+
+
+# ---- batches from the event loop, abortable --------------------------------------------------------
+
+
+class RecordsNotConfirmed(MemstreamError):
+    """The broker reported a failure for some records of a batch: nothing of the batch may count
+    as delivered (retry the whole batch; the producer is idempotent)."""
+
+    code = "records_not_confirmed"
+
+    def __init__(self, topic: str, total: int, failures: Sequence[DeliveryFailure]) -> None:
+        first = failures[0]
+        super().__init__(
+            f"{len(failures)} of {total} records were not delivered to {topic}: {first.error.str()} "
+            f"(first failed key {first.key!r})"
+        )
+        self.failures = list(failures)
+
+
+class BatchPublisher:
+    """Publishes batches to one topic from the event loop: `publish(records)` returns only once the
+    broker confirmed EVERY record (`produce_and_confirm`, run in a worker thread).
+
+    Failures raise: `RecordsNotConfirmed` (a record failed), `ProduceRejected` (`produce` refused
+    one), `DeliveryAborted` (aborted, see below). After any of them, or a cancelled publish, the
+    producer is discarded (its queued records purged) and the next publish builds a fresh one
+    (`factory`, default: `make_producer(settings, client_id=...)`), so a retried batch never waits
+    behind the leftovers of the failed one.
+
+    `abort(reason)` is for an owner that is stopping (thread-safe, final): a publish waiting on the
+    broker (e.g. an unreachable one: records never expire, `message.timeout.ms=0`) raises
+    `DeliveryAborted` within 0.2 s, and every later publish at once. What it left unconfirmed may or
+    may not be delivered: the caller records no progress for it (commits no offsets), so the batch
+    is produced again by whoever runs next. `close()` discards the producer.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        topic: str,
+        *,
+        client_id: str,
+        logger: logging.Logger,
+        factory: Callable[[], Producer] | None = None,
+        stall_warning_s: float = 10.0,
+    ) -> None:
+        self.topic = topic
+        self._log = logger
+        self._factory = factory or (lambda: make_producer(settings, client_id=client_id, logger=logger))
+        self._stall_warning_s = stall_warning_s
+        self._producer: Producer | None = None
+        self._abort_reason: str | None = None
+
+    def abort(self, reason: str) -> None:
+        """Make the publish in progress and every later one raise `DeliveryAborted` (class doc)."""
+        self._abort_reason = reason
+
+    @property
+    def aborted(self) -> bool:
+        return self._abort_reason is not None
+
+    async def publish(self, records: Sequence[OutgoingRecord]) -> None:
+        """Produce `records` in order and return once every one is confirmed (class doc)."""
+        if not records:
+            return
+        if self._abort_reason is not None:
+            raise DeliveryAborted(self._abort_reason, len(records))
+        cancelled = threading.Event()
+
+        def aborted() -> str | None:
+            return "cancelled" if cancelled.is_set() else self._abort_reason
+
+        def stalled(pending: int, waited_s: float) -> None:
+            self._log.warning(
+                "%d of %d records for %s not yet confirmed after %.0fs; still waiting (is the broker up?)",
+                pending,
+                len(records),
+                self.topic,
+                waited_s,
+            )
+
+        if self._producer is None:
+            self._producer = self._factory()
+        producer = self._producer
+        try:
+            failures = await asyncio.to_thread(
+                produce_and_confirm,
+                producer,
+                self.topic,
+                records,
+                aborted=aborted,
+                stall_warning_s=self._stall_warning_s,
+                on_stall=stalled,
+            )
+        except BaseException:
+            cancelled.set()  # a cancelled caller: the worker thread stops waiting within 0.2 s
+            self.close()
+            raise
+        if failures:
+            self.close()
+            raise RecordsNotConfirmed(self.topic, len(records), failures)
+
+    def close(self) -> None:
+        """Drop the producer and every record it still holds (without waiting for the broker)."""
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            discard_producer(producer)

@@ -103,7 +103,7 @@ class _TopicEntry(_Entry):
     @field_validator("name")
     @classmethod
     def _check_name(cls, value: str) -> str:
-        if not TOPIC_NAME_RE.match(value) or len(value) > 200:
+        if not TOPIC_NAME_RE.fullmatch(value) or len(value) > 200:
             raise ValueError("must be lowercase dot-separated words of a-z 0-9 _ - (at most 200 chars)")
         return value
 
@@ -190,7 +190,7 @@ class DeadLetterTemplate:
 
     def name_for(self, processor: str) -> str:
         """`dlq.<processor>` (unprefixed). Raises ValueError for an ill-formed processor name."""
-        if not self.processor_pattern.match(processor):
+        if not self.processor_pattern.fullmatch(processor):
             raise ValueError(
                 f"processor name {processor!r} does not match {self.processor_pattern.pattern!r} "
                 "(lowercase letters, digits, '_' and '-', starting with a letter)"

@@ -7,6 +7,7 @@ from fastapi import FastAPI
 import memstream
 from memstream.api.deps import ApiDeps
 from memstream.api.errors import install_error_handlers
+from memstream.api.request_guard import RequestGuard
 from memstream.api.routes.agents import agents_router
 from memstream.api.routes.context import context_router
 from memstream.api.routes.health import health_router
@@ -22,7 +23,12 @@ account; everything you read or write is scoped to that account (and the server'
 Thread ids are yours: two accounts using the same id have two separate threads.
 
 **Errors** always look like `{"error": {"code": "...", "message": "...", "field": "..."}}`
-(`field` when one input field is at fault). Invalid input writes nothing.
+(`field` when one input field is at fault). Invalid input writes nothing. Ids (thread, agent,
+user, message, tool call) are 1-128 of A-Z a-z 0-9 . _ : @ - and nothing else (no line breaks).
+Text must be valid Unicode without NUL (U+0000): 422 `invalid_text`; a body must be UTF-8 JSON
+(422 `invalid_encoding`) nested at most 64 levels (422 `json_too_deep`). A key is only accepted
+in the `Authorization` header: a credential in the URL is 400 `api_key_in_query`, two
+`Authorization` headers are 400 `duplicate_authorization`.
 
 **Durability**: an append answers 201 only after the messages are durable. Give every message a
 `message_id` and retry on 503 or network errors: a retry returns the same stored messages.
@@ -60,6 +66,7 @@ def create_app(deps: ApiDeps) -> FastAPI:
         openapi_tags=TAGS,
     )
     app.state.deps = deps
+    app.add_middleware(RequestGuard)
     install_error_handlers(app)
     app.include_router(health_router(deps))
     app.include_router(threads_router(deps))

@@ -8,12 +8,14 @@ absent and contexts have no pinned facts. The owner also closes `summary_cache` 
 (`await deps.summary_cache.aclose()`). `transcripts` (the journal tools over the transcript store
 and the chat model) is likewise opened and closed by its owner; without it the journal tools are
 not offered. `object_store` is the readiness probe of `settings.object_store` (`/readyz`); without
-it `/readyz` does not check the object store.
+it `/readyz` does not check the object store. `processors` (the node's `ProcessorSupervisor`) lets
+`/readyz` report processors that are crashed or waiting (`degraded`); without it they are not checked.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import asyncpg
 
@@ -37,6 +39,13 @@ from sinks.objectstore.summaries import ObjectStoreSummaryReader
 from sinks.postgres.threads import PostgresThreadStore
 from sinks.qdrant.base import VectorIndex
 from sinks.redis.summary_cache import RedisSummaryCache
+from streams.runtime.supervisor import ProcessorStatus
+
+
+class ProcessorStatuses(Protocol):
+    """What `/readyz` reads of the processors (a `ProcessorSupervisor`)."""
+
+    def statuses(self) -> list[ProcessorStatus]: ...
 
 
 @dataclass
@@ -86,6 +95,7 @@ class ApiDeps:
     summary_cache: RedisSummaryCache | None = None
     transcripts: JournalTools | None = None
     object_store: ObjectStoreProbe | None = None
+    processors: ProcessorStatuses | None = None
 
 
 def build_api_deps(
@@ -98,11 +108,13 @@ def build_api_deps(
     memory: MemoryDeps | None = None,
     summary_cache: RedisSummaryCache | None = None,
     transcripts: JournalTools | None = None,
+    processors: ProcessorStatuses | None = None,
 ) -> ApiDeps:
     """The standard wiring: Postgres threads, summaries from `settings.object_store` (through the
     Redis cache `summary_cache`, else through one on `settings.redis` when `settings.redis_url` is
     set, else uncached), pinned facts from `pinned`, else from agent memory when `memory` is
-    given, else none; the journal tools from `transcripts` when given. `summaries`, when given,
+    given, else none; the journal tools from `transcripts` when given; `/readyz` reports
+    `processors` when given. `summaries`, when given,
     replaces the object store reader (and is cached only when `summary_cache` is given too).
     `/readyz` checks `settings.object_store` (the summarizer writes there whatever the reader).
 
@@ -128,4 +140,5 @@ def build_api_deps(
         summary_cache=summary_cache,
         transcripts=transcripts,
         object_store=ObjectStoreProbe.from_settings(settings),
+        processors=processors,
     )

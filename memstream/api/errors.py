@@ -3,9 +3,10 @@
 Typed errors map to statuses: InvalidInput 422 (with its field), NotFound 404, Conflict 409,
 Unauthorized 401 (with `WWW-Authenticate: Bearer`), JournalFenced / JournalUnavailable /
 SummaryUnavailable 503. Request validation errors (bad JSON, wrong types, message rules) are
-422 `invalid_input` naming the first offending field (`messages[0].content`); `details` lists
-every problem when there are several. Unexpected exceptions are 500 `internal_error` without
-internals in the body.
+422 `invalid_input` (or the specific code of `memstream.inputs`: `invalid_text`, `json_too_deep`,
+`number_out_of_range`, `invalid_encoding`) naming the first offending field
+(`messages[0].content`); `details` lists every problem when there are several. Unexpected
+exceptions are 500 `internal_error` without internals in the body.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from memstream.errors import (
     NotFound,
     Unauthorized,
 )
+from memstream.inputs import INPUT_ERROR_CODES
 from memstream.summaries import SummaryUnavailable
 
 log = logging.getLogger(__name__)
@@ -122,11 +124,13 @@ async def _memstream_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    problems = [_problem(dict(err)) for err in exc.errors()] or [FieldProblem(message="invalid request")]
+    errors = exc.errors()
+    problems = [_problem(dict(err)) for err in errors] or [FieldProblem(message="invalid request")]
     first = problems[0]
+    kind = str(errors[0].get("type", "")) if errors else ""
     return error_response(
         422,
-        InvalidInput.code,
+        kind if kind in INPUT_ERROR_CODES else InvalidInput.code,
         first.message,
         field=first.field,
         details=problems if len(problems) > 1 else None,

@@ -156,9 +156,31 @@ class CheckResult(BaseModel):
     error: str | None = None
 
 
+class ProcessorHealth(BaseModel):
+    state: str = Field(
+        description="`starting`, `running`, `paused` (by an operator), `crashed` (restarted alone "
+        "after a backoff), `failed` (cannot run here; not restarted) or `stopped`"
+    )
+    degraded: bool = Field(description="crashed, failed, restarting, or waiting out an outage of a store")
+    error: str | None = Field(default=None, description="its last crash, kept after a successful restart")
+    restarts: int = Field(description="restarts after crashes since the node started")
+    restart_in_s: float | None = Field(default=None, description="crashed: seconds until the next restart")
+    outage: str | None = Field(
+        default=None, description="its batch waits for an unavailable store or broker: the last error"
+    )
+    outage_s: float | None = Field(default=None, description="how long it has been waiting")
+
+
 class Readiness(BaseModel):
-    status: str = Field(description="`ready` or `unavailable`")
+    status: str = Field(
+        description="`ready`; `degraded` (200: the API and the journal work, but a processor does not: "
+        "see `checks.processors` and `processors`); or `unavailable` (503: a store the API needs "
+        "does not answer)"
+    )
     checks: dict[str, CheckResult]
+    processors: dict[str, ProcessorHealth] | None = Field(
+        default=None, description="the node's processors by name (absent without processors)"
+    )
 
 
 # ---- agents and agent memory ----------------------------------------------------------------------

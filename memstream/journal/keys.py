@@ -1,7 +1,8 @@
 """Key layout of the journal in SlateDB.
 
-All keys are ASCII bytes. Every id that appears in a key matches `ID_PATTERN` (checked before any
-key is built), so it cannot contain `/`, and `/` is a safe separator: a prefix that ends in `/`
+All keys are ASCII bytes. Every id that appears in a key is a full match of `memstream.ids.ID`
+(checked before any key is built; the environment one of `memstream.ids.ENVIRONMENT`), so it
+cannot contain `/` or a line break, and `/` is a safe separator: a prefix that ends in `/`
 never matches a longer id (thread `t1` does not match thread `t10`). Numbers are zero-padded
 16-digit lower-case hex, so byte order equals numeric order and range/descending scans work.
 
@@ -25,41 +26,34 @@ Note: `scan_prefix` sub-ranges are relative to the prefix: use the `*_suffix` he
 
 from __future__ import annotations
 
-import re
-
-from memstream.errors import InvalidInput
-from memstream.journal.models import ID_PATTERN, ThreadRef
+from memstream.ids import ENVIRONMENT, ID
+from memstream.journal.models import ThreadRef
 
 MESSAGE_ROOT = b"m/"
 SEQ_PREFIX = b"s/"
 MESSAGE_ID_ROOT = b"i/"
 CURSOR_ROOT = b"c/"
 
-_ID_RE = re.compile(ID_PATTERN)
 _HEX_WIDTH = 16
-_MAX_NUMBER = (1 << 64) - 1
+MAX_NUMBER = (1 << 64) - 1
+"""The largest offset or seq a key can hold."""
 
 
 def check_key_part(value: str, field: str) -> str:
-    """Return `value` if it may appear in a key (it matches `ID_PATTERN`); else raise InvalidInput."""
-    if not isinstance(value, str) or not _ID_RE.match(value):
-        raise InvalidInput(
-            f"{field} must be 1-128 characters of A-Z a-z 0-9 . _ : @ -, starting with a letter or digit",
-            field=field,
-        )
-    return value
+    """Return `value` if it may appear in a key (a full match of `ID`); else raise InvalidInput."""
+    return ID.require(value, field)
 
 
 def check_thread(thread: ThreadRef) -> ThreadRef:
     """Validate every part of a thread's scope for use in keys (environment included)."""
-    check_key_part(thread.environment, "environment")
+    ENVIRONMENT.require(thread.environment, "environment")
     check_key_part(thread.account_id, "account_id")
     check_key_part(thread.thread_id, "thread_id")
     return thread
 
 
 def _hex(number: int) -> bytes:
-    if not 0 <= number <= _MAX_NUMBER:
+    if not 0 <= number <= MAX_NUMBER:
         raise ValueError(f"{number} does not fit a 64-bit key component")
     return f"{number:0{_HEX_WIDTH}x}".encode("ascii")
 
@@ -132,5 +126,5 @@ def message_id_key(environment: str, account_id: str, message_id: str) -> bytes:
 
 
 def cursor_key(name: str) -> bytes:
-    """`c/{name}`; `name` must match `ID_PATTERN`."""
+    """`c/{name}`; `name` must be an `ID`."""
     return CURSOR_ROOT + check_key_part(name, "cursor name").encode("ascii")

@@ -5,40 +5,39 @@ ids of its tenancy scope, its per-thread `offset`, the journal-wide `seq` (relay
 server-side `created_at` and its exact o200k `token_count`.
 
 Validation is strict and specific: every rule raises a `ValueError` naming the rule, which the API
-turns into a 422 with the field, and nothing is written.
+turns into a 422 with the field, and nothing is written. The rules for new input (`NewMessage`:
+ids matched in full by `memstream.ids`, tool-call arguments within `memstream.inputs`) are stricter
+than those for stored messages (`Message`, `ToolCall`), so that rows written under older rules
+stay readable: a journal row that no longer parses would stop the relay at its seq.
 """
 
 from __future__ import annotations
 
 import json
-import re
+import sys
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
-ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$"
-_ID_RE = re.compile(ID_PATTERN)
+from memstream.errors import InvalidInput
+from memstream.ids import ID, ID_PATTERN, Id, StoredId, check_id
+from memstream.inputs import MAX_JSON_DEPTH, JsonTooDeep, NumberOutOfRange, loads_json
+
+__all__ = ["ID_PATTERN", "ROLES", "Id", "Message", "NewMessage", "Role", "ThreadRef", "ToolCall", "check_id"]
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
 
 
-def check_id(value: str) -> str:
-    if not _ID_RE.match(value):
-        raise ValueError("must be 1-128 characters of A-Z a-z 0-9 . _ : @ -, starting with a letter or digit")
-    return value
-
-
-Id = Annotated[str, AfterValidator(check_id)]
-
-
 class ToolCall(BaseModel):
-    """A tool call (on an assistant message) or its result (on a tool message)."""
+    """A tool call (on an assistant message) or its result (on a tool message), as stored; a new
+    one also passes `NewMessage`'s stricter rules."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    id: Id
+    id: StoredId
     name: str | None = Field(default=None, min_length=1, max_length=256)
     arguments: str | None = Field(default=None, description="JSON-encoded arguments object")
     result: str | None = None
@@ -50,6 +49,15 @@ class ToolCall(BaseModel):
                 decoded = json.loads(self.arguments)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"tool_call.arguments is not valid JSON: {exc.msg}") from None
+            except RecursionError:
+                raise PydanticCustomError(
+                    JsonTooDeep.code, f"tool_call.arguments nests deeper than {MAX_JSON_DEPTH} levels"
+                ) from None
+            except ValueError:
+                raise PydanticCustomError(
+                    NumberOutOfRange.code,
+                    f"tool_call.arguments holds a number of more than {sys.get_int_max_str_digits()} digits",
+                ) from None
             if not isinstance(decoded, dict):
                 raise ValueError("tool_call.arguments must encode a JSON object")
         return self
@@ -65,6 +73,23 @@ class NewMessage(BaseModel):
     content: str = ""
     reasoning: str | None = None
     tool_call: ToolCall | None = None
+
+    @field_validator("tool_call")
+    @classmethod
+    def _new_tool_call(cls, tool_call: ToolCall | None) -> ToolCall | None:
+        """What a new tool call must be beyond a stored one: an id matched in full, and arguments
+        within the input rules (nesting, text; `memstream.inputs`), with their specific codes."""
+        if tool_call is None:
+            return None
+        problem = ID.problem(tool_call.id)
+        if problem is not None:
+            raise ValueError(f"tool_call.id {problem}")
+        if tool_call.arguments is not None:
+            try:
+                loads_json(tool_call.arguments, "tool_call.arguments")
+            except InvalidInput as exc:  # keeps its code (json_too_deep, invalid_text...)
+                raise PydanticCustomError(exc.code, "{message}", {"message": exc.message}) from None
+        return tool_call
 
     @model_validator(mode="after")
     def _role_rules(self) -> NewMessage:
@@ -111,12 +136,12 @@ class Message(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    message_id: Id
+    message_id: StoredId
     environment: str
-    account_id: Id
-    agent_id: Id
-    user_id: Id | None
-    thread_id: Id
+    account_id: StoredId
+    agent_id: StoredId
+    user_id: StoredId | None
+    thread_id: StoredId
     offset: int = Field(ge=0, description="per-thread, 0-based, gap-free, increasing")
     seq: int = Field(ge=1, description="journal-wide append sequence (relay order)")
     role: Role

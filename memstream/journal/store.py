@@ -417,7 +417,11 @@ class SlateJournal:
     async def _existing(
         self, thread: ThreadRef, item: _Item, in_group: dict[bytes, Message]
     ) -> Message | None:
-        """The stored (or earlier in this group) message with this id; Conflict if it differs."""
+        """The stored (or earlier in this group) message with this id; Conflict if it differs.
+
+        A retry in the same thread learns which fields differ; an id taken in another thread
+        gets the same answer whatever that message holds (no oracle on other threads' content).
+        """
         if item.new.message_id is None:
             return None  # a fresh uuid4 cannot collide
         id_key = keys.message_id_key(thread.environment, thread.account_id, item.message_id)
@@ -430,10 +434,16 @@ class SlateJournal:
             if value is None:
                 raise JournalUnavailable(f"journal at {self._url}: index {id_key!r} points to a missing row")
             stored = self._parse(row_key, value)
+        if stored.thread_id != thread.thread_id:
+            # Another thread's message (maybe another agent's or user's): say nothing about it
+            # beyond the unavoidable (the id is taken), so that a conflict cannot confirm its text.
+            raise Conflict(
+                f"message_id {item.message_id!r} is already used by a message of another thread in "
+                "this account (message ids are unique per account); use a new message_id"
+            )
         differing = [
             name
             for name, ours, theirs in (
-                ("thread_id", thread.thread_id, stored.thread_id),
                 ("role", item.new.role, stored.role),
                 ("content", item.new.content, stored.content),
                 ("reasoning", item.new.reasoning, stored.reasoning),
@@ -443,7 +453,7 @@ class SlateJournal:
         ]
         if differing:
             raise Conflict(
-                f"message_id {item.message_id!r} already exists in this account with a different "
+                f"message_id {item.message_id!r} already exists in this thread with a different "
                 f"{', '.join(differing)}; use a new message_id for a new message"
             )
         return stored
@@ -495,8 +505,8 @@ class SlateJournal:
         self._check_usable()
         keys.check_thread(thread)
         _check_count(limit, "limit")
-        if not isinstance(offset, int) or offset < -1:
-            raise InvalidInput("offset must be an integer >= -1", field="offset")
+        if isinstance(offset, bool) or not isinstance(offset, int) or not -1 <= offset <= keys.MAX_NUMBER:
+            raise InvalidInput(f"offset must be an integer from -1 to {keys.MAX_NUMBER}", field="offset")
         if limit == 0:
             return []
         start = None if offset < 0 else keys.offset_suffix(offset)
@@ -635,8 +645,8 @@ def _settle(future: asyncio.Future[list[Message]], outcome: list[Message] | Base
 
 
 def _check_count(value: int, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidInput(f"{name} must be an integer >= 0", field=name)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= keys.MAX_NUMBER:
+        raise InvalidInput(f"{name} must be an integer from 0 to {keys.MAX_NUMBER}", field=name)
 
 
 async def _take(iterator: DbIterator, limit: int) -> list[KeyValue]:

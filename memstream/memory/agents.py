@@ -11,21 +11,19 @@ name raises `InvalidInput` naming it and the known ones, and nothing is written.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 import asyncpg
 from pydantic import BaseModel, ConfigDict
 
 from memstream.errors import InvalidInput
-from memstream.journal.models import check_id
+from memstream.ids import require_environment, require_id
 from memstream.memory.models import MEMORY_CAPABILITY
 from sinks.postgres import agents as store
 from sinks.postgres.agents import AgentRecord
 
 KNOWN_CAPABILITIES: frozenset[str] = frozenset({MEMORY_CAPABILITY})
 MAX_CAPABILITIES = 32
-_ENVIRONMENT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 
 __all__ = ["KNOWN_CAPABILITIES", "AgentRecord", "AgentRef", "AgentService", "normalise_capabilities"]
 
@@ -41,17 +39,9 @@ class AgentRef(BaseModel):
 
 
 def _check_ref(agent: AgentRef) -> None:
-    for field in ("account_id", "agent_id"):
-        value = getattr(agent, field)
-        try:
-            check_id(value)
-        except ValueError as exc:
-            raise InvalidInput(f"{field} {value!r} {exc}", field=field) from None
-    if not _ENVIRONMENT_RE.match(agent.environment):
-        raise InvalidInput(
-            f"environment {agent.environment!r} must be 1-32 chars of a-z, 0-9, '_' or '-'",
-            field="environment",
-        )
+    require_id(agent.account_id, "account_id")
+    require_id(agent.agent_id, "agent_id")
+    require_environment(agent.environment)
 
 
 def normalise_capabilities(capabilities: Iterable[object]) -> frozenset[str]:

@@ -17,10 +17,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memstream.journal.models import Id
+from memstream.ids import StoredId
 
 Category = Literal["user_profile", "project_fact", "observation"]
 CATEGORIES: tuple[Category, ...] = ("user_profile", "project_fact", "observation")
+PROFILE_CATEGORY: Category = "user_profile"
+"""Facts about one user: always `private` to that user (never written without one), and the
+only category pinned into the user's contexts."""
 Visibility = Literal["private", "shared"]
 
 DEFAULT_IMPORTANCE = 0.5
@@ -54,8 +57,8 @@ class Provenance(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    thread_id: Id
-    message_ids: tuple[Id, ...] = ()
+    thread_id: StoredId
+    message_ids: tuple[StoredId, ...] = ()
 
 
 class MemoryEntry(BaseModel):
@@ -65,10 +68,10 @@ class MemoryEntry(BaseModel):
 
     entry_id: str = Field(description="server-assigned UUID")
     environment: str
-    account_id: Id
-    agent_id: Id
-    user_id: Id | None = Field(description="owner of a private entry; None for shared entries")
-    author_user_id: Id | None = Field(description="the user who wrote it, when there was one")
+    account_id: StoredId
+    agent_id: StoredId
+    user_id: StoredId | None = Field(description="owner of a private entry; None for shared entries")
+    author_user_id: StoredId | None = Field(description="the user who wrote it, when there was one")
     key: str
     content: str
     category: Category

@@ -1,8 +1,10 @@
 """Pinning: which agent-memory entries are shown in every turn's context (`MemoryPinnedFacts`).
 
-Rule: an entry is pinned when it is not expired, visible in the scope (same environment, account
-and agent; shared, or private to the scope's user), of category `user_profile`, and of importance
->= `PIN_MIN_IMPORTANCE`; at most `PIN_MAX`, by importance then recency (`updated_at`), newest first.
+Rule: an entry is pinned when it is not expired, of category `user_profile`, private to the
+scope's user (same environment, account and agent), and of importance >= `PIN_MIN_IMPORTANCE`;
+at most `PIN_MAX`, by importance then recency (`updated_at`), newest first. A user is shown only
+their own profile facts: a shared `user_profile` entry (written before profile facts needed a
+user, `memstream.memory.service`) is pinned for nobody, and a scope without a user pins nothing.
 Pinning does not depend on the agent's capability binding: facts are loaded whether or not Memory
 is bound.
 
@@ -18,10 +20,10 @@ from datetime import datetime
 from typing import Protocol
 
 from memstream.memory.clock import Clock, utc_now
-from memstream.memory.models import PIN_MAX, PIN_MIN_IMPORTANCE, MemoryEntry
+from memstream.memory.models import PIN_MAX, PIN_MIN_IMPORTANCE, PROFILE_CATEGORY, MemoryEntry
 from memstream.pinned import MemoryScope, PinnedFact
 
-PINNED_CATEGORY = "user_profile"
+PINNED_CATEGORY = PROFILE_CATEGORY
 
 
 class PinnedCandidates(Protocol):
@@ -49,12 +51,19 @@ def is_expired(entry: MemoryEntry, now: datetime) -> bool:
     return entry.expires_at is not None and entry.expires_at <= now
 
 
-def is_pinnable(entry: MemoryEntry, scope: MemoryScope, now: datetime) -> bool:
+def is_own_profile(entry: MemoryEntry, scope: MemoryScope) -> bool:
+    """A profile fact of the scope's (present) user: private to them, in the scope."""
     return (
         entry.category == PINNED_CATEGORY
-        and entry.importance >= PIN_MIN_IMPORTANCE
-        and not is_expired(entry, now)
+        and entry.visibility == "private"
+        and scope.user_id is not None
         and is_visible(entry, scope)
+    )
+
+
+def is_pinnable(entry: MemoryEntry, scope: MemoryScope, now: datetime) -> bool:
+    return (
+        is_own_profile(entry, scope) and entry.importance >= PIN_MIN_IMPORTANCE and not is_expired(entry, now)
     )
 
 

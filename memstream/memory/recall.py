@@ -28,8 +28,9 @@ from typing import Literal, NamedTuple, Protocol
 
 from memstream.embeddings.base import Embedder, SparseEncoder
 from memstream.errors import InvalidInput
+from memstream.inputs import check_text
 from memstream.memory.models import CATEGORIES, RECALL_DEFAULT_LIMIT, RECALL_MAX_LIMIT, MemoryEntry
-from memstream.memory.service import ScoredEntry
+from memstream.memory.service import ScoredEntry, check_key_prefix
 from memstream.pinned import MemoryScope
 from sinks.qdrant.base import CollectionRef, IndexFilter, VectorIndex
 
@@ -38,7 +39,6 @@ log = logging.getLogger(__name__)
 OVERFETCH = 4
 MAX_INDEX_LIMIT = 100
 MAX_QUERY_CHARS = 2_000
-MAX_KEY_PREFIX_CHARS = 200
 
 RecallPath = Literal["qdrant", "postgres_fts"]
 
@@ -119,9 +119,8 @@ def check_recall_args(query: str, category: str | None, key_prefix: str | None) 
         raise InvalidInput(
             f"category must be one of {', '.join(CATEGORIES)}, got {category!r}", field="category"
         )
-    if key_prefix is not None and not 1 <= len(key_prefix) <= MAX_KEY_PREFIX_CHARS:
-        raise InvalidInput(f"key_prefix must be 1..{MAX_KEY_PREFIX_CHARS} characters", field="key_prefix")
-    return text
+    check_key_prefix(key_prefix)
+    return check_text(text, "query")
 
 
 class Recaller:

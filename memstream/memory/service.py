@@ -8,6 +8,10 @@ HTTP browse/edit endpoints call `list`/`get`/`edit`/`forget_entry`; recall calls
 Rules of `store` (the issue's, exactly):
 - `scope_visibility="private"` with no authenticated user (`scope.user_id is None`) stores a
   **shared** entry; `StoreResult.effective_visibility` and a note say so.
+- Facts about a user need a user: a `user_profile` entry is always private to the user of the
+  call (`shared` asked: stored private, with a note), and a call without a user cannot write one
+  (`ProfileWithoutUser`), so no thread or tool call without a user can create or overwrite a
+  profile fact that would be shown to every user.
 - Screening (`memstream.memory.screening`) runs on key and content: rejected patterns raise
   `ScreeningRejected`; sensitive content forces `private` (note), or raises
   `SensitiveWithoutUser` when there is no user to make it private.
@@ -43,7 +47,6 @@ import base64
 import builtins
 import hashlib
 import math
-import re
 import unicodedata
 import uuid
 from collections.abc import Sequence
@@ -54,7 +57,8 @@ import asyncpg
 from pydantic import BaseModel, ConfigDict
 
 from memstream.errors import Conflict, InvalidInput, NotFound
-from memstream.journal.models import check_id
+from memstream.ids import require_environment, require_id
+from memstream.inputs import check_text
 from memstream.memory.clock import Clock, utc_now
 from memstream.memory.models import (
     CATEGORIES,
@@ -66,6 +70,7 @@ from memstream.memory.models import (
     OBSERVATION_TTL_DAYS,
     PIN_MAX,
     PIN_MIN_IMPORTANCE,
+    PROFILE_CATEGORY,
     RECALL_DEFAULT_LIMIT,
     Category,
     MemoryEntry,
@@ -86,7 +91,7 @@ HYGIENE_BATCH = 1_000
 DECAY_MIN_SPACING = timedelta(hours=20)
 """An entry is decayed at most once per daily pass, even when the pass runs twice in a day."""
 DECAY_CATEGORIES: tuple[Category, ...] = ("project_fact", "observation")
-_ENVIRONMENT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+MAX_KEY_PREFIX_CHARS = MAX_KEY_CHARS
 
 
 def content_hash(content: str) -> str:
@@ -120,6 +125,26 @@ class ContentTooLong(InvalidInput):
         self.category = category
         self.limit = limit
         self.length = length
+
+
+class ProfileWithoutUser(InvalidInput):
+    """A `user_profile` entry with no user to own it (a call or thread without a user); nothing
+    was written."""
+
+    code = "user_profile_without_user"
+
+
+def _profile_without_user(action: str) -> ProfileWithoutUser:
+    return ProfileWithoutUser(
+        f"{action}: user_profile entries are facts about one user and this call has no user to own "
+        "them; send the call for the user (user_id, or a thread that has one), or store the fact as "
+        "project_fact if it is about the agent or the project",
+        field="category",
+    )
+
+
+def _profile_private_note(user_id: str) -> str:
+    return f"stored as private to user {user_id!r} instead of shared: user_profile entries describe one user"
 
 
 class StoreResult(BaseModel):
@@ -170,19 +195,12 @@ class ScoredEntry(BaseModel):
 
 
 def _check_id(value: str | None, field: str) -> None:
-    if value is None:
-        return
-    try:
-        check_id(value)
-    except ValueError as exc:
-        raise InvalidInput(f"{field} {value!r} {exc}", field=field) from None
+    if value is not None:
+        require_id(value, field)
 
 
 def _scope(scope: MemoryScope) -> Scope:
-    if not _ENVIRONMENT_RE.match(scope.environment):
-        raise InvalidInput(
-            f"environment {scope.environment!r} is not a valid environment name", field="environment"
-        )
+    require_environment(scope.environment)
     _check_id(scope.account_id, "account_id")
     _check_id(scope.agent_id, "agent_id")
     _check_id(scope.user_id, "user_id")
@@ -198,9 +216,23 @@ def check_key(key: object) -> str:
         raise InvalidInput(f"key is {len(key)} characters; the limit is {MAX_KEY_CHARS}", field="key")
     if key != key.strip():
         raise InvalidInput("key must not start or end with whitespace", field="key")
-    if any(unicodedata.category(c) in ("Cc", "Cs") for c in key):
-        raise InvalidInput("key must not contain control characters", field="key")
+    if any(unicodedata.category(c) in ("Cc", "Cs", "Zl", "Zp") for c in key):
+        raise InvalidInput("key must not contain control characters or line breaks", field="key")
     return key
+
+
+def check_key_prefix(key_prefix: object) -> str | None:
+    """A key prefix filter (None: no filter): 1..MAX_KEY_PREFIX_CHARS characters of storable text."""
+    if key_prefix is None:
+        return None
+    if not isinstance(key_prefix, str):
+        raise InvalidInput("key_prefix must be a string", field="key_prefix")
+    if not 1 <= len(key_prefix) <= MAX_KEY_PREFIX_CHARS:
+        raise InvalidInput(
+            f"key_prefix is {len(key_prefix)} characters; it must be 1..{MAX_KEY_PREFIX_CHARS}",
+            field="key_prefix",
+        )
+    return check_text(key_prefix, "key_prefix")
 
 
 def check_category(category: object) -> Category:
@@ -216,10 +248,7 @@ def check_content(content: object, category: Category) -> str:
         raise InvalidInput("content must be a string", field="content")
     if not content.strip():
         raise InvalidInput("content must not be empty", field="content")
-    if "\x00" in content:
-        raise InvalidInput(
-            "content contains a NUL character (\\u0000), which cannot be stored", field="content"
-        )
+    check_text(content, "content")
     limit = LIMITS[category].max_chars
     if len(content) > limit:
         raise ContentTooLong(
@@ -337,7 +366,8 @@ class MemoryService:
         source: Provenance | None = None,
     ) -> StoreResult:
         """Create, replace or keep the entry `key` (see the module rules). Raises `InvalidInput`
-        (incl. `ScreeningRejected`, `SensitiveWithoutUser`, `CapacityExceeded`, `ContentTooLong`)."""
+        (incl. `ScreeningRejected`, `SensitiveWithoutUser`, `ProfileWithoutUser`,
+        `CapacityExceeded`, `ContentTooLong`)."""
         s = _scope(scope)
         key = check_key(key)
         cat = check_category(category)
@@ -347,7 +377,7 @@ class MemoryService:
         now = self._now()
         _check_expires_at(expires_at, now)
         screening = screen(("key", key), ("content", content))
-        effective, notes = self._effective_visibility(requested, s.user_id, screening)
+        effective, notes = self._effective_visibility(requested, s.user_id, screening, cat)
         owner = s.user_id if effective == "private" else None
 
         async with self._store.writing(s.environment, s.account_id, s.agent_id) as tx:
@@ -411,10 +441,12 @@ class MemoryService:
 
     @staticmethod
     def _effective_visibility(
-        requested: Visibility, user_id: str | None, screening: Screening
+        requested: Visibility, user_id: str | None, screening: Screening, category: Category
     ) -> tuple[Visibility, list[str]]:
         notes: list[str] = []
         effective = requested
+        if category == PROFILE_CATEGORY and user_id is None:
+            raise _profile_without_user("content rejected")
         if screening.forces_private:
             if user_id is None:
                 raise SensitiveWithoutUser(
@@ -426,6 +458,10 @@ class MemoryService:
             if requested == "shared":
                 notes.append(_sensitive_note(screening))
             effective = "private"
+        elif category == PROFILE_CATEGORY and requested == "shared":
+            assert user_id is not None
+            effective = "private"
+            notes.append(_profile_private_note(user_id))
         elif requested == "private" and user_id is None:
             effective = "shared"
             notes.append(_private_fallback_note())
@@ -506,6 +542,9 @@ class MemoryService:
 
         - content/key are screened; sensitive content makes a shared entry private (owned by the
           caller; `SensitiveWithoutUser` when there is no caller user);
+        - a `user_profile` entry is private: a shared one (moved into the category, or written
+          before this rule) becomes private to the caller (`ProfileWithoutUser` when the caller
+          has no user: move it to another category or forget it instead);
         - a new category must have room (`CapacityExceeded`, per agent and per the entry's author)
           and fit its `max_chars`; moving into `observation` sets the default expiry when there is
           none, moving out of it clears the expiry;
@@ -539,6 +578,13 @@ class MemoryService:
                     )
                 visibility, user_id = "private", s.user_id
                 notes.append(f"the entry is now private to user {s.user_id!r}: " + _sensitive_note(screening))
+            if cat == PROFILE_CATEGORY and visibility == "shared":
+                if s.user_id is None:
+                    raise _profile_without_user("edit rejected")
+                visibility, user_id = "private", s.user_id
+                notes.append(
+                    f"the entry is now private to user {s.user_id!r}: user_profile entries describe one user"
+                )
             expires_at = old.expires_at
             if cat != old.category:
                 await self._check_capacity(tx, s, cat, old.author_user_id, now)
@@ -603,6 +649,7 @@ class MemoryService:
             check_category(category)
         if visibility is not None:
             check_visibility(visibility, "visibility")
+        check_key_prefix(key_prefix)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIST_LIMIT:
             raise InvalidInput(f"limit must be from 1 to {MAX_LIST_LIMIT}, got {limit!r}", field="limit")
         after = None if cursor is None else _decode_cursor(cursor)
@@ -637,6 +684,7 @@ class MemoryService:
         s = _scope(scope)
         if category is not None:
             check_category(category)
+        check_key_prefix(key_prefix)
         wanted = _uuids(ids)
         if not wanted:
             return []
@@ -672,10 +720,10 @@ class MemoryService:
             raise InvalidInput(
                 f"query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}", field="query"
             )
-        if "\x00" in query:
-            raise InvalidInput("query contains a NUL character", field="query")
+        check_text(query, "query")
         if category is not None:
             check_category(category)
+        check_key_prefix(key_prefix)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_SEARCH_LIMIT:
             raise InvalidInput(f"limit must be from 1 to {MAX_SEARCH_LIMIT}, got {limit!r}", field="limit")
         rows = await self._store.keyword_search(
@@ -697,11 +745,14 @@ class MemoryService:
         return await self._store.record_recall(s, ids, at or self._now())
 
     async def pinned_candidates(self, scope: MemoryScope, limit: int = PIN_MAX) -> builtins.list[MemoryEntry]:
-        """Entries to pin now (the service clock): live, visible, `user_profile`, importance >=
-        PIN_MIN_IMPORTANCE, by importance then recency (updated_at), at most `limit` (1..PIN_MAX)."""
+        """Entries to pin now (the service clock): live `user_profile` entries private to the
+        scope's user (none without a user), importance >= PIN_MIN_IMPORTANCE, by importance then
+        recency (updated_at), at most `limit` (1..PIN_MAX)."""
         s = _scope(scope)
         if not 1 <= limit <= PIN_MAX:
             raise InvalidInput(f"limit must be from 1 to {PIN_MAX}, got {limit}", field="limit")
+        if s.user_id is None:
+            return []
         rows = await self._store.pinned(s, now=self._now(), min_importance=PIN_MIN_IMPORTANCE, limit=limit)
         return [row.entry for row in rows]
 

@@ -8,9 +8,10 @@ send them) are validated first, and a bad argument raises `InvalidInput` naming 
 (`arguments.importance`) before anything is written.
 
 Results are plain JSON objects for the model:
-- `memory_store`: the effective visibility (`private` asked without a user is stored `shared`, and
-  credentials/PII force `private`; the result says so in `note`), and what happened (`created`,
-  `replaced`, `unchanged`);
+- `memory_store`: the effective visibility (`private` asked without a user is stored `shared`;
+  credentials/PII and `user_profile` facts force `private`, and a `user_profile` fact without a
+  user is refused; the result says so in `note`), and what happened (`created`, `replaced`,
+  `unchanged`);
 - `memory_recall`: `path` (`qdrant` or `postgres_fts`), the `limit` applied (a limit above 20 is
   capped at 20, with a `note`; below 1 is an error) and the entries with their final scores;
 - `memory_forget`: what was removed.
@@ -18,13 +19,13 @@ Results are plain JSON objects for the model:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memstream.errors import Conflict, InvalidInput, NotFound
+from memstream.inputs import loads_json
 from memstream.memory.models import (
     CATEGORIES,
     DEFAULT_IMPORTANCE,
@@ -37,8 +38,8 @@ from memstream.memory.models import (
     Provenance,
     Visibility,
 )
-from memstream.memory.recall import MAX_KEY_PREFIX_CHARS, MAX_QUERY_CHARS, RecallResult
-from memstream.memory.service import ForgetResult, StoreResult
+from memstream.memory.recall import MAX_QUERY_CHARS, RecallResult
+from memstream.memory.service import MAX_KEY_PREFIX_CHARS, ForgetResult, StoreResult
 from memstream.pinned import MemoryScope
 
 STORE = "memory_store"
@@ -122,10 +123,7 @@ def parse_arguments(name: str, arguments: str | Mapping[str, Any]) -> _Args:
     if model is None:
         raise UnknownTool(f"no tool {name!r}: the memory tools are {', '.join(TOOL_NAMES)}")
     if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(f"arguments are not valid JSON: {exc}", field="arguments") from None
+        arguments = loads_json(arguments, "arguments") if arguments.strip() else {}
     if not isinstance(arguments, Mapping):
         raise InvalidInput("arguments must be a JSON object", field="arguments")
     try:
@@ -148,7 +146,8 @@ def parse_arguments(name: str, arguments: str | Mapping[str, Any]) -> _Args:
 # ---- definitions ------------------------------------------------------------------------------
 
 _CATEGORY_DOC = (
-    "user_profile: lasting facts about the user (name, preferences, role); "
+    "user_profile: lasting facts about the user (name, preferences, role), always private to the "
+    "current user and only possible when the conversation has a user; "
     "project_fact: facts about the work or project; "
     "observation: short-lived notes (they expire after 30 days)."
 )
@@ -204,7 +203,8 @@ STORE_SPEC = ToolSpec(
                     "maximum": 1.0,
                     "default": DEFAULT_IMPORTANCE,
                     "description": "How much the fact matters, 0.0-1.0 (default 0.5). user_profile "
-                    "facts of importance 0.7 or more are shown at the start of every conversation.",
+                    "facts of importance 0.7 or more are shown at the start of every conversation "
+                    "with that user.",
                 },
             },
             ["key", "content", "category"],

@@ -69,7 +69,7 @@ def parse_replay_from(text: str) -> ReplayFrom:
     items: list[tuple[str | None, int, int]] = []
     seen: set[tuple[str | None, int]] = set()
     for raw in value.split(","):
-        match = _ITEM_RE.match(raw.strip())
+        match = _ITEM_RE.fullmatch(raw.strip())
         if match is None:
             raise InvalidInput(
                 f"--from {text!r}: {raw.strip()!r} is not PARTITION:OFFSET or TOPIC:PARTITION:OFFSET "

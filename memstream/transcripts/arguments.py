@@ -9,12 +9,12 @@ with null for the ones they do not use); a required one must have a value.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from memstream.errors import InvalidInput
-from memstream.journal.models import check_id
+from memstream.ids import ID
+from memstream.inputs import MAX_INT64, check_text, loads_json
 
 T = TypeVar("T", bound=str)
 
@@ -23,10 +23,7 @@ def arguments_object(tool: str, arguments: str | Mapping[str, Any], allowed: Seq
     """`arguments` as a dict; InvalidInput when it is not a JSON object or names an argument
     `tool` does not have."""
     if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(f"arguments are not valid JSON: {exc}", field="arguments") from None
+        arguments = loads_json(arguments, "arguments") if arguments.strip() else {}
     if not isinstance(arguments, Mapping):
         raise InvalidInput(f"arguments of {tool} must be a JSON object", field="arguments")
     for name in arguments:
@@ -69,7 +66,7 @@ def required_string(tool: str, args: Mapping[str, Any], name: str, *, max_chars:
         raise InvalidInput(
             f"{_field(name)}: is {len(value)} characters; at most {max_chars} are allowed", field=_field(name)
         )
-    return value
+    return check_text(value, _field(name))
 
 
 def optional_id(args: Mapping[str, Any], name: str) -> str | None:
@@ -83,10 +80,10 @@ def optional_id(args: Mapping[str, Any], name: str) -> str | None:
 def id_value(name: str, value: object) -> str:
     if not isinstance(value, str):
         raise InvalidInput(f"{_field(name)}: must be a string, got {_kind(value)}", field=_field(name))
-    try:
-        return check_id(value)
-    except ValueError as exc:
-        raise InvalidInput(f"{_field(name)}: {value[:140]!r} {exc}", field=_field(name)) from None
+    problem = ID.problem(value)
+    if problem is not None:
+        raise InvalidInput(f"{_field(name)}: {value[:140]!r} {problem}", field=_field(name))
+    return value
 
 
 def choice(args: Mapping[str, Any], name: str, options: Sequence[T], default: T) -> T:
@@ -103,14 +100,15 @@ def choice(args: Mapping[str, Any], name: str, options: Sequence[T], default: T)
 
 
 def integer(args: Mapping[str, Any], name: str, *, default: int, minimum: int, maximum: int | None) -> int:
-    """An integer in [minimum, maximum] (default when absent or null). Out of range is an error,
-    never capped silently."""
+    """An integer in [minimum, maximum] (default when absent or null; no `maximum`: at most
+    MAX_INT64). Out of range is an error, never capped silently."""
     value = optional_integer(args, name, minimum=minimum, maximum=maximum)
     return default if value is None else value
 
 
 def optional_integer(args: Mapping[str, Any], name: str, *, minimum: int, maximum: int | None) -> int | None:
-    """An integer in [minimum, maximum], or None when absent or null."""
+    """An integer in [minimum, maximum] (no `maximum`: at most MAX_INT64), or None when absent or
+    null."""
     value = args.get(name)
     if value is None:
         return None
@@ -119,6 +117,8 @@ def optional_integer(args: Mapping[str, Any], name: str, *, minimum: int, maximu
     if isinstance(value, bool) or not isinstance(value, int):
         shown = str(value) if isinstance(value, float) else _kind(value)
         raise InvalidInput(f"{_field(name)}: must be an integer, got {shown}", field=_field(name))
+    if maximum is None and minimum <= value:
+        maximum = MAX_INT64  # what any integer store (Postgres bigint, ClickHouse Int64) can hold
     bounds = f"{minimum}..{maximum}" if maximum is not None else f">= {minimum}"
     if value < minimum or (maximum is not None and value > maximum):
         raise InvalidInput(f"{_field(name)}: must be {bounds}, got {value}", field=_field(name))

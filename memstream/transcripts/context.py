@@ -10,8 +10,9 @@ from sinks.clickhouse.base import TranscriptScope
 @dataclass(frozen=True)
 class JournalContext:
     """`scope`: the caller's environment, account and agent, and the user the call acts for
-    (None: no user, every thread of the agent). `thread_id`: the thread the call came from
-    (it belongs to the agent and, with a user, to that user: the caller checks)."""
+    (None: no user, so only the agent's threads that have no user). `thread_id`: the thread the
+    call came from (it belongs to the agent and to exactly that user, or has no user when the
+    scope has none: the caller checks)."""
 
     scope: TranscriptScope
     thread_id: str | None = None

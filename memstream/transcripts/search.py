@@ -7,9 +7,11 @@ Arguments (`parse_search_arguments`; each problem is an `InvalidInput` naming th
 - `limit`: 1..MAX_LIMIT (default DEFAULT_LIMIT); outside is an error, never capped;
 - `summarize`: true (default) or false.
 
-Scope: always the caller's environment, account and agent, and the user when the call acts for
-one (`TranscriptScope.user_id`); the store never crosses it. Only `user` and `assistant`
-messages are searched and returned (the store filters; hits of other roles are dropped here too).
+Scope: always the caller's environment, account and agent, and the user the call acts for
+(`TranscriptScope.user_id`): that user's threads only, or, for a call without a user (e.g. from
+a thread that has none), only the threads without a user; the store never crosses it. Only
+`user` and `assistant` messages are searched and returned (the store filters; hits of other
+roles are dropped here too).
 
 Results (plain JSON for the model):
 - `summarize=false`: `messages`, best first: thread_id, message_id, offset, role, content,

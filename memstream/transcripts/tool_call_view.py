@@ -15,7 +15,8 @@ inside one ends before it (`length` is then smaller than asked, and `next_offset
 character). An `offset` inside a character, an `offset` past the end, or a `length` too small
 for the character at `offset` are `InvalidInput` errors saying what to send instead.
 
-Lookup, scoped like search (environment, account, agent, and the user when there is one): an id
+Lookup, scoped like search (environment, account, agent, and the user: without one, only the
+threads without a user), also when `thread_id` names a thread outside the scope: an id
 unknown in the scope is `ToolCallNotFound` (404 `tool_call_not_found`); a call without the part
 asked for (no result recorded) is `ToolCallPartNotFound`; the same id in several threads picks
 the caller's current thread when it is one of them, else `AmbiguousToolCall` (409) lists the
@@ -146,7 +147,9 @@ def choose_call(calls: Sequence[ToolCallInfo], args: ViewArgs, context: JournalC
     occurrence within the thread). `calls` are most recent first."""
     if not calls:
         where = "the threads" if args.thread_id is None else f"thread {args.thread_id!r}"
-        user = f" for user {context.scope.user_id!r}" if context.scope.user_id is not None else ""
+        user = (
+            f" for user {context.scope.user_id!r}" if context.scope.user_id is not None else " without a user"
+        )
         raise ToolCallNotFound(
             f"no tool call {args.tool_call_id!r} in {where} of agent {context.scope.agent_id!r}{user}: "
             "check the id (it is the `id` of the tool call in the assistant message)"

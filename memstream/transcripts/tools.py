@@ -42,10 +42,11 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 SEARCH_SPEC = ToolSpec(
     function=FunctionSpec(
         name=SEARCH,
-        description="Search your earlier conversations with this user (or, without a user, all your "
-        "conversations) for user and assistant messages matching a query. By default returns, per "
-        "matching conversation, a short summary of what the matches say plus references to the "
-        "matching messages; with summarize=false returns the matching messages themselves.",
+        description="Search your earlier conversations with this user (or, without a user, your "
+        "conversations that have no user) for user and assistant messages matching a query. By "
+        "default returns, per matching conversation, a short summary of what the matches say plus "
+        "references to the matching messages; with summarize=false returns the matching messages "
+        "themselves.",
         parameters=_schema(
             {
                 "query": {

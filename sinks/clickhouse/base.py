@@ -9,7 +9,8 @@ engine (`chdb:///DIR`, in-process: one process owns a data path) and a ClickHous
 Rows are identified by (environment, account_id, thread_id, offset): inserting the same message
 again (redelivery, replay, rebuild) never makes it appear twice in any read of this interface.
 The reads the transcript tools make (`search`, `tool_call`, `tool_call_bytes`) are scoped to one
-tenant (environment, account, agent and, when given, user); query text is always a bound
+tenant (environment, account, agent and user, where "no user" means the threads without a user,
+never every user's: `TranscriptScope`); query text is always a bound
 parameter, never spliced into SQL. `thread_counts` (one environment, every account) and
 `row_count` (the whole table) are operator reads for `memstream verify` and `memstream rebuild`,
 never reachable from a tenant's request.
@@ -51,8 +52,9 @@ class TranscriptRow:
 
 @dataclass(frozen=True)
 class TranscriptScope:
-    """Who reads: always one environment, account and agent; `user_id` narrows to one user's
-    threads when a user is authenticated (None: every thread of the agent)."""
+    """Who reads: always one environment, account and agent, and exactly one user: `user_id`'s
+    threads, or, when `user_id` is None, only the threads that have no user. No scope reaches
+    every user's threads: a caller without a user must never read a user's conversations."""
 
     environment: str
     account_id: str

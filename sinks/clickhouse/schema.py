@@ -57,7 +57,7 @@ COLUMNS: tuple[str, ...] = (
 
 def check_identifier(name: str) -> str:
     """`name` if it is a plain SQL identifier (letters, digits, `_`; 1-63 chars), else ValueError."""
-    if not _IDENTIFIER_RE.match(name):
+    if not _IDENTIFIER_RE.fullmatch(name):
         raise ValueError(f"{name!r} is not a valid ClickHouse identifier (A-Z a-z 0-9 _, at most 63)")
     return name
 

@@ -152,14 +152,17 @@ def _row_values(row: TranscriptRow) -> list[Any]:
 
 
 def _scope_filter(scope: TranscriptScope, params: dict[str, Any]) -> str:
-    """The WHERE conditions of `scope` (its values added to `params`)."""
+    """The WHERE conditions of `scope` (its values added to `params`): always one user, and
+    `user_id IS NULL` (the threads without a user) when the scope has none."""
     params.update(environment=scope.environment, account_id=scope.account_id, agent_id=scope.agent_id)
     conditions = [
         "environment = {environment:String}",
         "account_id = {account_id:String}",
         "agent_id = {agent_id:String}",
     ]
-    if scope.user_id is not None:
+    if scope.user_id is None:
+        conditions.append("user_id IS NULL")
+    else:
         params["user_id"] = scope.user_id
         conditions.append("user_id = {user_id:String}")
     return " AND ".join(conditions)

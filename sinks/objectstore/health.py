@@ -6,7 +6,10 @@ every context and summary writes fail late. A LIST of the store's root (one requ
 only) succeeds on an existing bucket, empty or not, and fails on a missing one (S3 answers
 `NoSuchBucket`), on refused credentials or on an unreachable endpoint.
 
-A local directory (`file:///DIR`) is checked on the file system instead.
+A local directory (`file:///DIR`) is checked on the file system instead, and created again when it
+is missing (e.g. deleted while the node runs): summaries lost with it are rebuilt from the journal
+at the next compaction, with versions above the lost ones. An S3 bucket is never created, only
+reported.
 
 `ObjectStoreProbe.check()` raises `ObjectStoreNotReady` with a message that names the bucket and
 what to do; `/readyz` reports it and the node logs it once at start.
@@ -32,6 +35,15 @@ log = logging.getLogger(__name__)
 
 
 def _writable_dir(path: str) -> bool:
+    """Whether `path` is a writable directory, creating it (and its parents, mode 0700) when it is
+    missing."""
+    if not os.path.isdir(path):
+        try:
+            os.makedirs(path, mode=0o700, exist_ok=True)
+        except OSError as exc:
+            log.warning("cannot create the object store directory %s: %s", path, exc)
+            return False
+        log.warning("the object store directory %s was missing: created it again", path)
     return os.path.isdir(path) and os.access(path, os.W_OK)
 
 
@@ -59,15 +71,15 @@ class ObjectStoreProbe:
 
     async def check(self) -> None:
         """Returns when the root of the store can be listed; raises `ObjectStoreNotReady` otherwise.
-        A local directory store is checked on the file system (it exists and is writable) without
-        an obstore call."""
+        A local directory store is checked on the file system (it exists - it is created again
+        when missing - and is writable) without an obstore call."""
         parts = urlsplit(self._url)
         if parts.scheme == "file":
             root = unquote(parts.path)
             if not await asyncio.to_thread(_writable_dir, root):
                 raise ObjectStoreNotReady(
-                    f"object store {mask_url(self._url)}: {root} is not a writable directory (create it "
-                    "or point MEMSTREAM_OBJECT_STORE_URL elsewhere)"
+                    f"object store {mask_url(self._url)}: {root} is not a writable directory and cannot "
+                    "be created (fix its permissions or point MEMSTREAM_OBJECT_STORE_URL elsewhere)"
                 )
             return
         try:

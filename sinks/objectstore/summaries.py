@@ -15,11 +15,12 @@ Per thread, under `{environment}/accounts/{account}/agents/{agent}/threads/{thre
   a permanent answer, and a stalled writer can never re-create an old version).
 - `summary.json` - a copy of the latest version, the object the context reader reads first.
 
-`write(new, expected_version=E)`: (1) resolve the current version C (highest `summary.v{N}.json`,
-or a `summary.json` written before versioning existed) and check C == E and new.version == E + 1
-(E = None: C is None and new.version == 1), else SummaryVersionConflict; (2) create
-`summary.v{E+1}.json` (put-if-absent; "already exists" -> SummaryVersionConflict, unless the stored
-object is exactly `new`: a retried request of our own); (3) publish the copy to `summary.json`
+`write(new, expected_version=E, floor=F)`: (1) resolve the current version C (highest
+`summary.v{N}.json`, or a `summary.json` written before versioning existed) and check C == E and
+new.version == max(E, F) + 1 (E = None: C is None; F is 0 unless objects were lost, see below),
+else SummaryVersionConflict; (2) create `summary.v{new.version}.json` (put-if-absent; "already
+exists" -> SummaryVersionConflict, unless the stored object is exactly `new`: a retried request of
+our own); (3) publish the copy to `summary.json`
 unless it already shows the same or a newer version, then check whether a newer version appeared
 meanwhile and publish that one instead (last-writer-wins on `summary.json` can otherwise leave an
 older copy there for a moment).
@@ -33,6 +34,13 @@ lists the thread's versions and returns the highest. Versions are created in ord
 visible version never goes backwards and a crash never loses the winner; `current()` (the
 writer's resolve) also repairs a lagging `summary.json`. Cost: one extra HEAD per read (the Redis
 cache sits in front of it on the context path).
+
+The one gap: when a thread's objects were lost (its folder or the whole store deleted), the next
+write continues above the highest version ever written (`floor`, from the durable high-water mark
+of `memstream.summary_store.MonotonicSummaryStore`): e.g. v3 is created where nothing is left, so
+a version number is never reused and never goes backwards. That write publishes `summary.json`
+right after its create; only if that publish fails do readers see no summary until the next
+`current()` repairs it.
 
 A missing summary reads as None. Any other storage failure, or an object that is not a valid
 summary, raises `SummaryUnavailable` on reads; writes raise `SummaryVersionConflict` or
@@ -217,7 +225,13 @@ class ObjectStoreSummaryWriter(ObjectStoreSummaryReader):
         return latest
 
     async def write(
-        self, thread: ThreadRef, agent_id: str, new: Summary, *, expected_version: int | None
+        self,
+        thread: ThreadRef,
+        agent_id: str,
+        new: Summary,
+        *,
+        expected_version: int | None,
+        floor: int = 0,
     ) -> Summary:
         keys = _Keys.of(thread, agent_id)
         try:
@@ -229,7 +243,7 @@ class ObjectStoreSummaryWriter(ObjectStoreSummaryReader):
         if latest is not None and latest == new:  # the same write again (unknown outcome retried)
             await self._publish(keys, new)
             return new
-        wanted = 1 if expected_version is None else expected_version + 1
+        wanted = max(expected_version or 0, floor) + 1
         if current != expected_version or new.version != wanted:
             raise SummaryVersionConflict(
                 f"summary of {keys.folder}: expected version {expected_version}, stored version "

@@ -413,10 +413,11 @@ class PostgresMemoryStore:
     async def pinned(
         self, scope: Scope, *, now: datetime, min_importance: float, limit: int
     ) -> list[StoredEntry]:
-        """Live visible user_profile entries with importance >= min_importance, by importance then
-        recency; exact ties by entry_id descending, as `memstream.memory.pinning.select_pinned`."""
+        """Live user_profile entries private to `scope.user_id` (never shared ones) with importance
+        >= min_importance, by importance then recency; exact ties by entry_id descending, as
+        `memstream.memory.pinning.select_pinned`."""
         where = _Where(scope)
-        where.filters(now=now, category="user_profile")
+        where.filters(now=now, category="user_profile", visibility="private")
         where.add(f"importance >= {where.arg(min_importance)}")
         rows = await self._pool.fetch(
             f"""SELECT {_COLUMNS} FROM memory_entries WHERE {where.sql}

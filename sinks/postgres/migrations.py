@@ -61,7 +61,7 @@ def load_migrations(directory: Traversable | None = None) -> list[Migration]:
     for entry in folder.iterdir():
         if not entry.name.endswith(".sql"):
             continue
-        match = _FILE_RE.match(entry.name)
+        match = _FILE_RE.fullmatch(entry.name)
         if match is None:
             raise MigrationError(f"migration file {entry.name!r} must be named NNNN_lower_case_name.sql")
         version = int(match["version"])

@@ -7,8 +7,10 @@ Keys, under `{namespace}/{environment}/{account_id}/{agent_id}/{thread_id}` (`Th
   rebuilds them from the journal); `req_offset`/`req_tokens`/`req_messages`/`req_reason` while a
   compaction request is decided but not yet confirmed delivered (`mark_sent` clears them).
 - `.../claim/{message_id}`: the per-message side-effect claim (`SET NX`, `claim_ttl_s`, 7 days).
-- `.../guard`: the flush-and-summarize guard (`SET NX` with a lease, `guard_ttl_s`), held from the
-  crossing until the summarizer calls `release_guard` (or the lease runs out).
+- `.../guard`: the flush-and-summarize guard (`SET NX` with a lease, `guard_ttl_s`; its value is
+  the crossing offset), held from the crossing until the summarizer calls `release_guard` (or the
+  lease runs out). The compaction recovery takes it again (`hold_guard`) when it requests a
+  compaction again after Redis lost it.
 
 `count(...)` is ONE Lua script: claim + increment + threshold check + guard, so a crash can never
 claim a message without counting it. It answers an `Outcome` (see `Outcome.kind`). A missing (or
@@ -96,6 +98,14 @@ if redis.call('HGET', KEYS[1], 'req_offset') == ARGV[1] then
   return redis.call('HDEL', KEYS[1], 'req_offset', 'req_tokens', 'req_messages', 'req_reason')
 end
 return 0
+"""
+
+_RELEASE_UP_TO = """
+local held = redis.call('GET', KEYS[1])
+if not held then return 0 end
+local crossing = tonumber(held)
+if crossing and crossing > tonumber(ARGV[1]) then return 0 end
+return redis.call('DEL', KEYS[1])
 """
 
 _RESET = """
@@ -192,6 +202,7 @@ class ThresholdStore:
         self._install = client.register_script(_INSTALL)
         self._mark_sent = client.register_script(_MARK_SENT)
         self._reset = client.register_script(_RESET)
+        self._release_up_to = client.register_script(_RELEASE_UP_TO)
 
     @classmethod
     def from_url(cls, url: str, *, token_limit: int, message_limit: int, **kwargs: object) -> ThresholdStore:
@@ -260,10 +271,18 @@ class ThresholdStore:
         """The request decided at `offset` is durable on the broker: never resend it."""
         await self._mark_sent(keys=[self.state_key(scope)], args=[str(offset)])
 
-    async def release_guard(self, scope: ThreadScope) -> bool:
-        """Release the flush-and-summarize guard (the summarizer, when done or given up). True when
-        a guard was held."""
-        return bool(await self.client.delete(self.guard_key(scope)))
+    async def release_guard(self, scope: ThreadScope, *, up_to: int | None = None) -> bool:
+        """Release the flush-and-summarize guard (the summarizer, when done or given up). With
+        `up_to`, only a guard taken at a crossing at or before that offset is released (atomic): a
+        late redelivery never frees the guard of a newer crossing. True when a guard was released."""
+        if up_to is None:
+            return bool(await self.client.delete(self.guard_key(scope)))
+        return bool(await self._release_up_to(keys=[self.guard_key(scope)], args=[up_to]))
+
+    async def hold_guard(self, scope: ThreadScope, offset: int) -> bool:
+        """Take the guard for the crossing at `offset` unless one is held (a compaction requested
+        again after Redis lost its guard). True when taken."""
+        return bool(await self.client.set(self.guard_key(scope), offset, nx=True, px=self.guard_ttl_ms))
 
     async def reset_counters(self, scope: ThreadScope, from_offset: int) -> None:
         """After a summary covering offsets < `from_offset` was written: the counters restart from

@@ -9,10 +9,12 @@ decorator: `ProcessorRuntime` attaches one agent that runs the batch loop below.
 
 Batch loop (one agent, concurrency 1): take up to `batch_size` events (the processor's own
 `batch_size`/`batch_wait_s` when it sets them, else the run's options) without acking them
-(`stream.noack_take`), run them through `run_batch` (dead letters, retries), then mark them
-processed, ack them and commit (at once; if a background commit is under way, the next one,
-within `commit_interval_s`, takes them). A batch that fails for good is never acked: the runtime records
-the crash (`ProcessorRuntime.crashed`) and stops consuming; the owner stops the app.
+(`stream.noack_take`), run them through `run_batch` (outages waited out, poison records isolated
+and dead-lettered), then mark them processed, ack them and commit (at once; if a background commit
+is under way, the next one, within `commit_interval_s`, takes them). A batch that cannot be
+finished (`ProcessorCrashed`: e.g. the dead-letter limit) is never acked: the runtime records the
+crash (`ProcessorRuntime.crashed`) and stops consuming; the owner stops the app (and a
+`ProcessorSupervisor` restarts it). A batch abandoned because the runtime stops is not acked either.
 
 With a `ProgressStore` (`progress=`), the runtime also keeps the group's journal progress outside
 the broker (`streams.runtime.progress`): records the group already processed (after a republish)
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -35,7 +38,7 @@ from memstream.config import Settings
 from streams.runtime.batch import run_batch
 from streams.runtime.consumer import CommitGuardConsumer, CommitGuardTransport
 from streams.runtime.dlq import DeadLetterLimit, DeadLetterQueue
-from streams.runtime.errors import ProcessorCrashed
+from streams.runtime.errors import BatchAbandoned, ProcessorCrashed
 from streams.runtime.options import RuntimeOptions
 from streams.runtime.processor import Processor, Record, group_id
 from streams.runtime.progress import ProgressStore, ProgressTracker
@@ -101,8 +104,11 @@ class ProcessorRuntime:
     `start()` opens the processor, the dead-letter producer and the app (it returns once the app
     started; the consumer joins its group in the background); `crashed` is set when the processor
     stopped for good (`error` says why); `stop()` lets the batch in progress finish (up to
-    `drain_timeout_s`), then stops the app, the processor and the producer. A runtime is started
-    at most once.
+    `drain_timeout_s`; a batch failing or waiting out an outage is abandoned at once), then stops
+    the app, the processor and the producer. A runtime is started at most once. `outage` is set
+    while the batch in progress waits for an unavailable store: (since, error text), by
+    `time.monotonic()`. `dead_letter_limit` (optional) is shared by the runtimes of one processor, so
+    that restarts do not reset the dead-letter rate limit.
     """
 
     def __init__(
@@ -112,6 +118,7 @@ class ProcessorRuntime:
         options: RuntimeOptions | None = None,
         *,
         registry: TopicRegistry | None = None,
+        dead_letter_limit: DeadLetterLimit | None = None,
         progress: ProgressStore | None = None,
     ) -> None:
         self.processor = processor
@@ -124,7 +131,11 @@ class ProcessorRuntime:
         self.dead_letters = DeadLetterQueue(
             processor.name,
             settings,
-            limit=DeadLetterLimit(self.options.dlq_limit, self.options.dlq_window_s),
+            limit=(
+                dead_letter_limit
+                if dead_letter_limit is not None
+                else DeadLetterLimit(self.options.dlq_limit, self.options.dlq_window_s)
+            ),
             ack_timeout_s=self.options.dlq_ack_timeout_s,
             registry=registry,
         )
@@ -134,6 +145,8 @@ class ProcessorRuntime:
         self.crashed = asyncio.Event()
         self.error: ProcessorCrashed | None = None
         self.batches = 0
+        self.outage: tuple[float, str] | None = None
+        self._stopping = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
         self._draining = False
@@ -156,8 +169,12 @@ class ProcessorRuntime:
         )
 
     async def stop(self) -> None:
-        """Finish the batch in progress (bounded), then stop consuming and close everything."""
+        """Finish the batch in progress (bounded), then stop consuming and close everything. The
+        processor is told first (`Processor.stopping`), so a batch blocked on an unreachable
+        system is abandoned (redelivered later) instead of holding the stop for the drain timeout."""
         self._draining = True
+        self._stopping.set()
+        self.processor.stopping()
         if self._watcher is not None:
             self._watcher.cancel()
         try:
@@ -198,6 +215,8 @@ class ProcessorRuntime:
                     self._idle.set()
         except asyncio.CancelledError:
             raise
+        except BatchAbandoned:  # stopping: the batch stays uncommitted for redelivery
+            await _forever()
         except Exception as exc:  # never let faust restart the agent past an unacked batch
             self._crash(exc)
             await _forever()
@@ -209,7 +228,14 @@ class ProcessorRuntime:
             todo = [record for record in records if not self.progress.skippable(record)]
             self.progress.skipped += len(records) - len(todo)
         if todo:
-            await run_batch(self.processor, todo, self.dead_letters, self.options)
+            await run_batch(
+                self.processor,
+                todo,
+                self.dead_letters,
+                self.options,
+                stopping=self._stopping,
+                on_outage=self._on_outage,
+            )
         consumer = self.app.consumer
         assert isinstance(consumer, CommitGuardConsumer)
         consumer.mark_processed(event.message for event in events)
@@ -220,6 +246,13 @@ class ProcessorRuntime:
         if self.progress is not None:
             self.progress.advance(records)
             await self.progress.checkpoint()
+
+    def _on_outage(self, error: BaseException | None) -> None:
+        if error is None:
+            self.outage = None
+        else:
+            since = self.outage[0] if self.outage is not None else time.monotonic()
+            self.outage = (since, f"{type(error).__name__}: {error}")
 
     def _crash(self, exc: BaseException) -> None:
         if isinstance(exc, ProcessorCrashed):

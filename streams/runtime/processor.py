@@ -8,7 +8,11 @@ declared in topics.yaml. The runtime hands it batches of `Record`s in offset ord
 batch's offsets right after it returns. Delivery is at least once (a crash before the commit
 redelivers the batch), so effects must be idempotent. To reject one bad record, raise
 `InvalidMessage(record, reason)`: the runtime dead-letters exactly that record and calls `process`
-again with the rest of the batch. Any other exception is transient: the batch is retried.
+again with the rest of the batch. When a store or broker is unavailable, raise `SinkUnavailable`
+(connection-class errors of the usual clients count as such too: `streams.runtime.outages`): the
+batch is retried without limit and nothing is dead-lettered. Any other exception is retried a few
+times; then the record that still fails on its own is dead-lettered with the error as its reason
+(`streams.runtime.batch`), so a bug that hits one record never stops the processor.
 
 Keep the logic free of I/O and the effects in a sink: `TransformProcessor(name, topics, transform,
 sink)` maps each record with a pure `transform` and hands the results to `sink.write` in one call.
@@ -92,6 +96,13 @@ class Processor(abc.ABC):
 
     async def stop(self) -> None:
         """Close what `start` opened, after the last batch. Default: nothing."""
+        return None
+
+    def stopping(self) -> None:
+        """The runtime started to stop (called from the event loop, before it waits for the batch
+        in progress): give up waits on systems that may never answer (e.g. an unreachable
+        broker), so the batch ends now. A batch that fails from here on is abandoned, not retried
+        nor committed: it is redelivered to the next run. Default: nothing."""
         return None
 
 

@@ -1,16 +1,16 @@
 """Run processors: several inside the caller's event loop (the embedded node), or one alone (CLI).
 
 `run_processors(processors, settings, stop)` is for code that owns the event loop and the signals
-(the node also serves HTTP with uvicorn in the same loop): it starts one faust App per processor in
-the running loop (no `app.main()`, no `mode.Worker`, no signal handlers), returns after `stop` is
-set and every app stopped, and raises `ProcessorCrashed` as soon as one processor crashed (after
-stopping the others).
+and wants a crash to end the run (tests, benches): it starts one faust App per processor in the
+running loop (no `app.main()`, no `mode.Worker`, no signal handlers), returns after `stop` is set
+and every app stopped, and raises `ProcessorCrashed` as soon as one processor crashed (after
+stopping the others). The node keeps its processors running instead (`ProcessorSupervisor`).
 
 `run_worker(name, settings)` is what `memstream worker NAME` calls: it runs the registered
-processor `name` alone until SIGINT or SIGTERM, and owns those signals. It keeps the group's journal
-progress in the configured Postgres (`streams.runtime.progress`), as the node does; when Postgres
-cannot be reached at start it runs without (logged), which only means more is republished after a
-broker loss.
+processor `name` alone under a `ProcessorSupervisor` (restarted after a crash) until SIGINT or
+SIGTERM, and owns those signals. It keeps the group's journal progress in the configured Postgres
+(`streams.runtime.progress`), as the node does; when Postgres cannot be reached at start it runs
+without (logged), which only means more is republished after a broker loss.
 """
 
 from __future__ import annotations
@@ -19,14 +19,16 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memstream.config import Settings, mask_url
 from streams.runtime.app import ProcessorRuntime
+from streams.runtime.errors import ProcessorCrashed, UnknownProcessor
 from streams.runtime.options import RuntimeOptions
 from streams.runtime.processor import Processor
 from streams.runtime.progress import ProgressStore
+from streams.runtime.supervisor import ProcessorSupervisor
 from streams.topics import TopicRegistry
 
 if TYPE_CHECKING:
@@ -129,46 +131,71 @@ def run_worker(
 ) -> None:
     """Run the registered processor `name` alone until SIGINT/SIGTERM (`memstream worker NAME`).
 
-    `processors` defaults to `processors.registry.PROCESSORS`. Raises `UnknownProcessor` (listing
-    the registered names) before connecting to anything, and `ProcessorCrashed` if the processor
-    crashed.
+    It runs under a `ProcessorSupervisor`, like the node's processors: a crash restarts it with
+    backoff instead of ending the worker. `processors` defaults to `processors.registry.PROCESSORS`.
+    Raises `UnknownProcessor` (listing the registered names) before connecting to anything, and
+    `ProcessorCrashed` when the processor cannot run here at all (`ProcessorCannotRun` from its
+    `start()`, e.g. a processor that needs the node).
     """
-    from processors.registry import create_processor  # processors depend on this package
+    from processors.registry import PROCESSORS, create_processor  # processors depend on this package
 
-    processor = create_processor(name, settings, registry=processors)
-    asyncio.run(_run_until_signal(processor, settings, options, registry))
+    factories = PROCESSORS if processors is None else processors
+    if name not in factories:
+        raise UnknownProcessor(name, list(factories))
+
+    def factory() -> Processor:
+        return create_processor(name, settings, registry=factories)
+
+    asyncio.run(_run_until_signal(name, factory, settings, options, registry))
 
 
 async def _run_until_signal(
-    processor: Processor, settings: Settings, options: RuntimeOptions | None, registry: TopicRegistry | None
+    name: str,
+    factory: Callable[[], Processor],
+    settings: Settings,
+    options: RuntimeOptions | None,
+    registry: TopicRegistry | None,
 ) -> None:
     from sinks.postgres.pool import create_pool  # the runtime itself does not depend on sinks
     from sinks.postgres.progress import PostgresProgress
 
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    signals = (signal.SIGINT, signal.SIGTERM)
-    for sig in signals:
-        loop.add_signal_handler(sig, stop.set)
+    failures: list[ProcessorCrashed] = []
+
+    def failed(error: ProcessorCrashed) -> None:
+        failures.append(error)
+        stop.set()
+
     pool = None
     try:
         pool = await asyncio.wait_for(create_pool(settings.postgres, min_size=1, max_size=2), 10)
     except Exception as exc:
         log.warning(
             "processor %s runs without stored journal progress: Postgres (%s) is not reachable: %r",
-            processor.name,
+            name,
             mask_url(settings.postgres),
             exc,
         )
+    supervisor = ProcessorSupervisor(
+        {name: factory},
+        settings,
+        options=options,
+        registry=registry,
+        on_failed=failed,
+        progress=None if pool is None else PostgresProgress(pool),
+    )
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for sig in signals:
+        loop.add_signal_handler(sig, stop.set)
     try:
-        progress = None if pool is None else PostgresProgress(pool)
-        await run_processors(
-            [processor], settings, stop, options=options, registry=registry, progress=progress
-        )
+        await supervisor.run(stop)
     finally:
         for sig in signals:
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(sig)
         if pool is not None:
             await pool.close()
-    log.info("processor %s stopped", processor.name)
+    if failures:
+        raise failures[0]
+    log.info("processor %s stopped", name)

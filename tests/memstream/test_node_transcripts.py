@@ -25,7 +25,7 @@ def api(settings: Settings, tmp_path: Path) -> Iterator[httpx.Client]:
         yield node.api
 
 
-def _append(api: httpx.Client, thread: str, user: str, messages: list[dict[str, Any]]) -> None:
+def _append(api: httpx.Client, thread: str, user: str | None, messages: list[dict[str, Any]]) -> None:
     body = {"agent_id": "bot", "user_id": user, "messages": messages}
     response = api.post(f"/v1/threads/{thread}/messages", json=body)
     assert response.status_code == 201, response.text
@@ -66,18 +66,25 @@ def test_appended_messages_are_searchable_and_tool_output_pageable(api: httpx.Cl
     )
     _append(api, "t-ada-2", "ada", [{"message_id": "a2-0", "role": "user", "content": "Lighthouse open?"}])
     _append(api, "t-bob-1", "bob", [{"message_id": "b1-0", "role": "user", "content": "Lighthouse, Bob?"}])
+    _append(api, "t-anon", None, [{"message_id": "n-0", "role": "user", "content": "Lighthouse, anyone?"}])
 
     # the projection is asynchronous: wait until Ada's three searchable messages are visible
     deadline = time.monotonic() + 90
     while True:
         found = _tool(api, SEARCH, {"query": "lighthouse", "summarize": False}, user_id="ada")
-        if found["count"] == 3:
+        anonymous = _tool(api, SEARCH, {"query": "lighthouse", "summarize": False}, thread_id="t-anon")
+        if found["count"] == 3 and anonymous["count"] >= 1:
             break
         assert time.monotonic() < deadline, found
         time.sleep(0.5)
     ids = sorted(m["message_id"] for m in found["messages"])
     assert ids == ["a1-1", "a1-4", "a2-0"]  # no system, tool or reasoning text; not Bob's thread
     assert {m["role"] for m in found["messages"]} == {"user", "assistant"}
+    # a thread without a user sees only the threads without a user (issue 9, finding 11)
+    assert [m["message_id"] for m in anonymous["messages"]] == ["n-0"]
+    for arguments in ({"tool_call_id": "call-7"}, {"tool_call_id": "call-7", "thread_id": "t-ada-1"}):
+        hidden = _call(api, "journal_tool_call_view", arguments, thread_id="t-anon")
+        assert hidden.status_code == 404, hidden.text
 
     current = _tool(
         api,
@@ -107,7 +114,9 @@ def test_appended_messages_are_searchable_and_tool_output_pageable(api: httpx.Cl
         pages.append(page["content"])
         offset = page["next_offset"]
     assert "".join(pages) == BIG_RESULT and len(pages) == 7
-    arguments = _tool(api, "journal_tool_call_view", {"tool_call_id": "call-7", "part": "arguments"})
+    arguments = _tool(
+        api, "journal_tool_call_view", {"tool_call_id": "call-7", "part": "arguments"}, user_id="ada"
+    )
     assert arguments["content"] == '{"tour": "lighthouse"}' and arguments["tool_name"] == "book_tour"
 
     missing = _call(api, "journal_tool_call_view", {"tool_call_id": "nope"})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,8 +20,9 @@ from memstream.embedded.process import free_port
 from memstream.journal.models import NewMessage
 from memstream.journal.store import SlateJournal
 from memstream.summaries import SummaryVersionConflict, summary_version_key
-from memstream.summary_store import CachedSummaryReader, CachedSummaryWriter
+from memstream.summary_store import CachedSummaryReader, CachedSummaryWriter, MonotonicSummaryStore
 from sinks.objectstore.summaries import ObjectStoreSummaryWriter, open_object_store
+from sinks.postgres.compactions import PostgresSummaryVersions
 from sinks.redis.client import redis_client
 from sinks.redis.summary_cache import RedisSummaryCache
 from tests.summary_builders import THREAD, make
@@ -136,3 +138,34 @@ async def test_api_without_redis_url_reads_the_store_directly(
 ) -> None:
     settings = Settings(data_dir=tmp_path / "data", environment="test", postgres_dsn=SecretStr(pg_dsn))
     assert build_api_deps(settings, journal, pool).summary_cache is None
+
+
+async def test_versions_never_go_backwards_when_the_objects_are_lost(
+    tmp_path: Path, store: ObjectStoreSummaryWriter, cache: RedisSummaryCache, pool: asyncpg.Pool
+) -> None:
+    floor = PostgresSummaryVersions(pool)
+    summaries = MonotonicSummaryStore(CachedSummaryWriter(cache, store), floor)
+    await summaries.write(THREAD, "bot", make(1), expected_version=None)
+    await summaries.write(THREAD, "bot", make(2), expected_version=1)
+    assert await floor.highest(THREAD, "bot") == 2
+    shutil.rmtree(tmp_path / "objects")  # the summaries folder is deleted
+    assert await summaries.current(THREAD, "bot") is None
+    # a summarizer starting over from nothing proposes version 1: it is written as version 3
+    written = await summaries.write(THREAD, "bot", make(1, "rebuilt"), expected_version=None)
+    assert (written.version, written.content) == (3, "rebuilt")
+    assert await store.read(THREAD, "bot") == written
+    assert await cache.get(THREAD, "bot") == written  # not the v2 the cache held
+    assert await floor.highest(THREAD, "bot") == 3
+    # while nothing is lost, versions follow the store as before
+    assert await summaries.write(THREAD, "bot", make(4), expected_version=3) == make(4)
+
+
+async def test_the_cache_alone_also_keeps_versions_from_going_backwards(
+    tmp_path: Path, store: ObjectStoreSummaryWriter, cache: RedisSummaryCache, pool: asyncpg.Pool
+) -> None:
+    await CachedSummaryWriter(cache, store).write(THREAD, "bot", make(1), expected_version=None)
+    await CachedSummaryWriter(cache, store).write(THREAD, "bot", make(2), expected_version=1)
+    shutil.rmtree(tmp_path / "objects")  # and Postgres never heard of v2 (written before it kept marks)
+    summaries = MonotonicSummaryStore(CachedSummaryWriter(cache, store), PostgresSummaryVersions(pool))
+    written = await summaries.write(THREAD, "bot", make(1, "rebuilt"), expected_version=None)
+    assert written.version == 3

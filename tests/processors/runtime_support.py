@@ -1,14 +1,16 @@
 """Running a processor on the real broker in tests: settings on the parametrised broker tier, short
 runtime timings, producing to a source topic, waiting for a consumer group to commit, reading a
-dead-letter topic."""
+dead-letter topic, timing a stop while the processor waits on an unreachable broker."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from pydantic import SecretStr
 
 from memstream.config import Settings
+from memstream.embedded.process import free_port
+from streams.producer import BatchPublisher, make_producer
 from streams.runtime import RuntimeOptions, run_processors
 from streams.runtime.processor import Processor, group_id
 from streams.topics import TopicRegistry, topic_name
@@ -174,3 +178,50 @@ def dead_letters(settings: Settings, processor: str, wait_s: float = 1.5) -> lis
     finally:
         consumer.close()
     return found
+
+
+def unreachable_publisher(settings: Settings, topic: str, tmp_path: Path) -> BatchPublisher:
+    """A publisher to `topic` (a topics.yaml name) whose producer talks to a port nothing listens on:
+    every publish waits for the broker until aborted."""
+    dead = Settings(data_dir=tmp_path / "dead", broker_url=f"kafka://127.0.0.1:{free_port()}")
+    logger = logging.getLogger("tests.unreachable")  # librdkafka's refused connects
+    return BatchPublisher(
+        settings,
+        topic_name(settings, topic),
+        client_id="test-unreachable",
+        logger=logger,
+        factory=lambda: make_producer(dead, client_id="test-unreachable", logger=logger),
+    )
+
+
+def seconds_to_stop(
+    settings: Settings,
+    options: RuntimeOptions,
+    registry: TopicRegistry,
+    scenario: Callable[[], AbstractAsyncContextManager[tuple[Processor, Callable[[], Awaitable[bool]]]]],
+) -> float:
+    """In a fresh event loop, open `scenario` (the processor and a `blocked()` probe), run the
+    processor alone on the runtime until `blocked()` holds, then stop it. Returns the seconds from
+    setting the stop to the end of the event loop, its worker threads joined (as a process exit
+    would wait for them)."""
+    stopped_at = 0.0
+
+    async def main() -> None:
+        nonlocal stopped_at
+        async with scenario() as (processor, blocked):
+            stop = asyncio.Event()
+            task = asyncio.create_task(
+                run_processors([processor], settings, stop, options=options, registry=registry)
+            )
+            deadline = time.monotonic() + 60
+            while not await blocked():
+                assert not task.done(), f"the processor stopped: {task.exception()}"
+                assert time.monotonic() < deadline, "the processor never got blocked"
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(0.5)  # well inside its wait on the broker
+            stopped_at = time.monotonic()
+            stop.set()
+            await task
+
+    asyncio.run(main())
+    return time.monotonic() - stopped_at

@@ -1,9 +1,9 @@
-"""clickhouse-projection: decoding records into rows (pure) and the wait-for-ClickHouse retry loop
-(with an in-memory store fake: the real store is covered in the broker test)."""
+"""clickhouse-projection: decoding records into rows (pure), and what `process` raises while
+ClickHouse is unavailable (with an in-memory store fake: the real store is covered in the broker
+test; the runtime's waiting is tested in tests/streams/runtime/test_batch.py)."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 
 import pytest
@@ -12,12 +12,13 @@ from memstream.journal.models import ToolCall
 from processors.clickhouse_projection import (
     NAME,
     ClickHouseProjection,
-    RetryPolicy,
     decode,
     rows,
 )
 from sinks.clickhouse.base import TranscriptRow, TranscriptUnavailable
 from streams.events import InvalidEvent, UnsupportedSchemaVersion
+from streams.runtime.errors import SinkUnavailable
+from streams.runtime.outages import is_outage
 from streams.runtime.processor import InvalidMessage
 from tests.processors.transcript_support import message, raw_record, record_of, tool_result
 
@@ -127,50 +128,29 @@ class FlakyStore:
         self.closed = True
 
 
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-    def clock(self) -> float:
-        return self.now
+def projection(store: FlakyStore, **kwargs: object) -> ClickHouseProjection:
+    return ClickHouseProjection(store, **kwargs)  # type: ignore[arg-type]
 
 
-def projection(store: FlakyStore, clock: FakeTime, **kwargs: object) -> ClickHouseProjection:
-    return ClickHouseProjection(
-        store,  # type: ignore[arg-type]
-        retry=RetryPolicy(initial_s=1.0, max_s=8.0, log_every_s=30.0),
-        sleep=clock.sleep,
-        clock=clock.clock,
-        **kwargs,  # type: ignore[arg-type]
-    )
-
-
-async def test_waits_out_an_outage_then_stores_the_whole_batch(caplog: pytest.LogCaptureFixture) -> None:
-    store, clock = FlakyStore(failures=12), FakeTime()
-    processor = projection(store, clock)
+async def test_an_unavailable_clickhouse_raises_sink_unavailable_and_nothing_is_lost() -> None:
+    store = FlakyStore(failures=2)
+    processor = projection(store)
     batch = [record_of(message("a", i, f"m{i}"), i) for i in range(4)]
-    with caplog.at_level(logging.INFO, logger="memstream.clickhouse_projection"):
-        await processor.start()
-        await processor.process(batch)
+    await processor.start()
+    for _ in range(2):  # the runtime retries the same batch without limit
+        with pytest.raises(SinkUnavailable, match="ClickHouse unavailable, 4 rows waiting") as raised:
+            await processor.process(batch)
+        assert isinstance(raised.value.__cause__, TranscriptUnavailable) and is_outage(raised.value)
+    await processor.process(batch)
     assert [r.offset for r, _ in store.inserted] == [0, 1, 2, 3]
-    assert store.insert_calls == 13
-    assert clock.sleeps == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0, 8.0]
-    assert processor.outages == 1
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    # bounded: the first failure, then at most one warning per 30 s of outage (87 s here)
-    assert 2 <= len(warnings) <= 4
-    assert any("available again" in r.getMessage() for r in caplog.records)
 
 
 async def test_schema_is_created_once_even_when_clickhouse_is_down_at_start() -> None:
-    store, clock = FlakyStore(failures=0, schema_failures=2), FakeTime()
-    processor = projection(store, clock, table="messages_rebuild_x")
-    await processor.start()  # does not raise: the first batch waits for ClickHouse
+    store = FlakyStore(failures=0, schema_failures=2)
+    processor = projection(store, table="messages_rebuild_x")
+    await processor.start()  # does not raise: the first batch creates it
+    with pytest.raises(SinkUnavailable):
+        await processor.process([record_of(message("a", 0, "hi"), 0)])
     await processor.process([record_of(message("a", 0, "hi"), 0)])
     await processor.process([record_of(message("a", 1, "ho"), 1)])
     assert store.schema_calls == 3
@@ -180,35 +160,30 @@ async def test_schema_is_created_once_even_when_clickhouse_is_down_at_start() ->
     ]
 
 
-async def test_other_errors_go_to_the_runtime() -> None:
-    store, clock = FlakyStore(failures=0, error=RuntimeError("Code: 62. Syntax error")), FakeTime()
-    processor = projection(store, clock)
-    with pytest.raises(RuntimeError, match="Syntax"):
+async def test_other_errors_go_to_the_runtime_as_they_are() -> None:
+    store = FlakyStore(failures=0, error=RuntimeError("Code: 62. Syntax error"))
+    processor = projection(store)
+    with pytest.raises(RuntimeError, match="Syntax") as raised:
         await processor.process([record_of(message("a", 0, "hi"), 0)])
-    assert clock.sleeps == []
+    assert not is_outage(raised.value)
 
 
 async def test_a_bad_record_is_rejected_before_anything_is_written() -> None:
-    store, clock = FlakyStore(failures=0), FakeTime()
-    processor = projection(store, clock)
+    store = FlakyStore(failures=0)
+    processor = projection(store)
     with pytest.raises(InvalidMessage):
         await processor.process([record_of(message("a", 0, "hi"), 0), raw_record(b"a", b"[]", 1)])
     assert store.inserted == [] and store.insert_calls == 0
 
 
 async def test_identity_batching_and_closing() -> None:
-    store, clock = FlakyStore(failures=0), FakeTime()
-    processor = projection(store, clock)
+    store = FlakyStore(failures=0)
+    processor = projection(store)
     assert (processor.name, processor.source_topics) == (NAME, ("journal.messages",))
     assert processor.batch_size is not None and processor.batch_size >= 1000
     assert processor.batch_wait_s is not None and processor.batch_wait_s <= 0.5
     await processor.stop()
     assert store.closed
-    shared = projection(FlakyStore(failures=0), clock, close_store=False)
+    shared = projection(FlakyStore(failures=0), close_store=False)
     await shared.stop()
     assert not shared.store.closed  # type: ignore[attr-defined]
-
-
-def test_retry_policy_backoff() -> None:
-    policy = RetryPolicy(initial_s=0.5, max_s=30.0)
-    assert [policy.delay(n) for n in (1, 2, 3, 7, 8, 50)] == [0.5, 1.0, 2.0, 30.0, 30.0, 30.0]

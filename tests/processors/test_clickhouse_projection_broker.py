@@ -12,7 +12,7 @@ import pytest
 
 from memstream.config import Settings
 from memstream.journal.models import Message, ToolCall
-from processors.clickhouse_projection import NAME, ClickHouseProjection, RetryPolicy
+from processors.clickhouse_projection import NAME, ClickHouseProjection
 from sinks.clickhouse.base import TranscriptRow, TranscriptScope, TranscriptUnavailable
 from sinks.clickhouse.store import ClickHouseTranscriptStore
 from streams.admin import apply_topics
@@ -33,7 +33,7 @@ from tests.processors.transcript_support import message, tool_result
 
 REPLAY = f"{NAME}-replay"
 SOURCE = "journal.messages"
-SCOPE = TranscriptScope(environment="test", account_id="acme", agent_id="bot")
+SCOPE = TranscriptScope(environment="test", account_id="acme", agent_id="bot", user_id="alice")
 
 
 @pytest.fixture
@@ -208,7 +208,6 @@ async def test_an_outage_of_clickhouse_is_waited_out_without_dead_letters(
         outage,  # type: ignore[arg-type]
         close_store=False,
         batch_size=25,
-        retry=RetryPolicy(initial_s=0.05, max_s=0.2, log_every_s=1.0),
     )
     first = conversation(threads=3, per_thread=20)
     produce(settings_, SOURCE, encoded(first))
@@ -224,7 +223,6 @@ async def test_an_outage_of_clickhouse_is_waited_out_without_dead_letters(
     recovery = asyncio.create_task(outage_then_recovery())
     await project(settings_, options, registry, processor, len(first) + len(later))
     await recovery
-    assert outage.refused >= 10
-    assert processor.outages >= 1
+    assert outage.refused >= 10  # waited out by the runtime, far beyond its max_attempts
     assert await transcript_store.row_count() == len(first) + len(later)
     assert dead_letters(settings_, NAME) == []

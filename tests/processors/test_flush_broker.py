@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from memstream.journal.models import Message, NewMessage, ThreadRef
 from memstream.journal.store import SlateJournal
 from memstream.memory.agents import AgentRef, AgentService
 from memstream.memory.models import MemoryEntry
+from memstream.memory.pinning import MemoryPinnedFacts
 from memstream.memory.service import MemoryService
 from memstream.models.base import (
     FactsDraft,
@@ -24,10 +26,19 @@ from memstream.models.base import (
 from memstream.models.offline import OfflineChatModel
 from memstream.pinned import MemoryScope
 from processors.flush import NAME, OUTPUT_TOPIC, SOURCE_TOPIC, Flush, NeedsNode, create
+from sinks.postgres.migrations import migrate
+from sinks.postgres.pool import create_pool
 from streams.admin import apply_topics
-from streams.runtime.processor import InvalidMessage, Record
+from streams.runtime.processor import InvalidMessage, Processor, Record
 from streams.topics import default_registry
-from tests.processors.runtime_support import broker_settings
+from tests.processors.runtime_support import (
+    broker_settings,
+    committed_total,
+    produce,
+    seconds_to_stop,
+    short_options,
+    unreachable_publisher,
+)
 from tests.processors.topic_reading import read_thread_topic
 
 USER_SAYS = ["Hi, my name is Ada.", "I prefer tea in the morning."]
@@ -77,11 +88,13 @@ async def processor(
         await processor.stop()
 
 
-async def conversation(journal: SlateJournal, *, user: str | None = "u1") -> list[Message]:
+async def conversation(
+    journal: SlateJournal, *, user: str | None = "u1", says: Sequence[str] = USER_SAYS
+) -> list[Message]:
     """Four messages of agent `bot` in thread th-1: two user self-statements, two answers."""
     ref = ThreadRef(environment="test", account_id="acme", thread_id="th-1")
     stored: list[Message] = []
-    for text in USER_SAYS:
+    for text in says:
         stored += await journal.append(ref, "bot", user, [NewMessage(role="user", content=text)])
         stored += await journal.append(ref, "bot", None, [NewMessage(role="assistant", content="Noted.")])
     return stored
@@ -177,19 +190,23 @@ async def test_a_failing_model_is_counted_and_the_thread_still_moves_on(
     assert "ModelUnavailable" in record["flush"]["error"]
 
 
-async def test_a_thread_without_user_stores_shared_facts(
-    processor: Flush, journal: SlateJournal, pool: asyncpg.Pool, settings_: Settings
+async def test_a_thread_without_user_stores_no_profile_facts(
+    processor: Flush, journal: SlateJournal, pool: asyncpg.Pool, model: CountingModel, settings_: Settings
 ) -> None:
+    """Issue 9, finding 12: "my name is Mallory" in a thread without a user is a fact about nobody
+    in particular: it is refused (counted), never stored shared and pinned for every user."""
     await bind_memory(pool)
-    messages = await conversation(journal, user=None)
+    says = ["Hi, my name is Mallory.", "I work at Evilcorp."]
+    messages = await conversation(journal, user=None, says=says)
     await processor.process([request_record(messages, user=None)])
-    shared = await entries(pool, None)
-    assert [(e.key, e.visibility, e.user_id) for e in shared] == [
-        ("user.name", "shared", None),
-        ("user.preference.tea", "shared", None),
-    ]
+    assert model.extract_calls == 1
+    assert await pool.fetchval("SELECT count(*) FROM memory_entries") == 0
     (record,) = flushed(settings_)
-    assert record["flush"]["status"] == "stored"
+    assert record["flush"] == {"status": "stored", "facts_stored": 0, "facts_rejected": 2}
+    pinning = MemoryPinnedFacts(MemoryService(pool))
+    for user in ("u1", "u2", None):
+        scope = MemoryScope(environment="test", account_id="acme", agent_id="bot", user_id=user)
+        assert await pinning.pinned(scope) == []
 
 
 async def test_an_invalid_request_is_dead_lettered_before_anything_is_done(
@@ -209,3 +226,35 @@ def test_outside_the_node_the_processor_refuses_to_start(settings_: Settings) ->
     assert processor.name == NAME
     with pytest.raises(NeedsNode, match="runs inside the node"):
         asyncio.run(processor.start())
+
+
+def test_stopping_while_the_broker_is_unreachable_takes_seconds_and_commits_nothing(
+    settings_: Settings, pg_dsn: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # the default drain timeout: a stop must not wait for it, nor for a broker that never answers
+    options = short_options(request, batch_size=10, batch_wait_s=0.05, drain_timeout_s=10.0)
+    model = CountingModel()
+
+    @asynccontextmanager
+    async def blocked_flush() -> AsyncIterator[tuple[Processor, Callable[[], Awaitable[bool]]]]:
+        journal = await SlateJournal.open(f"file://{tmp_path}/journal", flush_interval_ms=1)
+        pool = await create_pool(pg_dsn)
+        try:
+            await migrate(pool)
+            await bind_memory(pool)
+            record = request_record(await conversation(journal))
+            produce(settings_, SOURCE_TOPIC, [(record.key, record.value)])
+            publisher = unreachable_publisher(settings_, OUTPUT_TOPIC, tmp_path)
+            processor = Flush(settings_, journal, pool, model, publisher=publisher)
+
+            async def blocked() -> bool:  # facts extracted: the flushed record waits for the broker
+                return model.extract_calls > 0
+
+            yield processor, blocked
+        finally:
+            await pool.close()
+            await journal.close()
+
+    assert seconds_to_stop(settings_, options, default_registry(), blocked_flush) < 5.0
+    assert committed_total(settings_, NAME, SOURCE_TOPIC) == 0  # redelivered to the next run
+    assert flushed(settings_) == []

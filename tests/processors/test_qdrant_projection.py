@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 
+import httpx
 import pytest
+from qdrant_client.http.exceptions import UnexpectedResponse
 
 from memstream.config import Settings
 from memstream.embeddings.offline import OfflineMiniLM
 from memstream.embeddings.sparse import Bm25Sparse
 from processors.qdrant_projection import NAME, QdrantProjection, create, entry_payload, plan
 from processors.registry import PROCESSORS, create_processor
-from sinks.qdrant.base import CollectionRef, IndexFilter
+from sinks.qdrant.base import CollectionRef, IndexFilter, IndexPoint, IndexUnavailable
 from sinks.qdrant.edge import QdrantEdgeIndex
+from streams.runtime.errors import SinkUnavailable
+from streams.runtime.outages import is_outage
 from streams.runtime.processor import InvalidMessage
 from tests.processors.projection_support import T0, entry, key_of, record, tombstone, upsert, value_of
 
@@ -174,3 +178,55 @@ async def test_with_the_node_engines_the_index_is_shared_and_left_open(tmp_path:
         == 1
     )
     await engines.close()
+
+
+class SwitchedIndex:
+    """The real Edge index behind a switch: while `failure` is set, every write raises it."""
+
+    def __init__(self, index: QdrantEdgeIndex) -> None:
+        self.index = index
+        self.failure: Exception | None = None
+
+    async def upsert(self, collection: CollectionRef, points: Sequence[IndexPoint]) -> None:
+        if self.failure is not None:
+            raise self.failure
+        await self.index.upsert(collection, points)
+
+    async def delete(self, collection: CollectionRef, entry_ids: Sequence[str]) -> None:
+        if self.failure is not None:
+            raise self.failure
+        await self.index.delete(collection, entry_ids)
+
+
+def failure(message: str, cause: Exception | None) -> IndexUnavailable:
+    try:
+        raise IndexUnavailable(message) from cause
+    except IndexUnavailable as exc:
+        return exc
+
+
+async def test_a_server_outage_is_raised_as_sink_unavailable_for_the_runtime_to_wait_out(
+    edge: QdrantEdgeIndex, embedder: OfflineMiniLM
+) -> None:
+    """Regression: a Qdrant server down for longer than the runtime's retries crashed the
+    projection (it had no outage handling). Now it raises the runtime's `SinkUnavailable`, which
+    the runtime retries without limit; an index error that is not an outage stays what it is."""
+    switched = SwitchedIndex(edge)
+    projection = QdrantProjection(switched, embedder, Bm25Sparse(), clock=lambda: T0, close_index=False)  # type: ignore[arg-type]
+    tea = entry(1, "The user prefers green tea.")
+    switched.failure = failure("qdrant http://qdrant:6333 (points)", httpx.ConnectError("connection refused"))
+    with pytest.raises(SinkUnavailable, match="vector index is unavailable") as raised:
+        await projection.process([upsert(tea, 0)])
+    assert is_outage(raised.value)
+    switched.failure = failure(
+        "qdrant (points)", UnexpectedResponse(503, "Service Unavailable", b"", httpx.Headers())
+    )
+    with pytest.raises(SinkUnavailable):
+        await projection.process([upsert(tea, 0)])
+    switched.failure = failure("qdrant edge: wrong vector size", ValueError("dimension 3 != 384"))
+    with pytest.raises(IndexUnavailable) as other:
+        await projection.process([upsert(tea, 0)])
+    assert not is_outage(other.value)
+    switched.failure = None
+    await projection.process([upsert(tea, 0)])
+    assert set(await edge.points(ACME)) == {tea.entry_id}

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import obstore
 import pytest
 from pydantic import SecretStr
@@ -19,9 +21,10 @@ from memstream.journal.models import Message, NewMessage, Role, ThreadRef
 from memstream.journal.store import SlateJournal
 from memstream.models.base import ChatModel, ModelUnavailable, SummaryDraft
 from memstream.models.offline import OfflineChatModel
-from memstream.summaries import Summary, summary_version_key
-from memstream.summary_store import CachedSummaryWriter
+from memstream.summaries import Summary, summarization_lock_name, summary_version_key
+from memstream.summary_store import CachedSummaryWriter, MonotonicSummaryStore
 from processors.summarizer import (
+    LOCK_TTL_S,
     SUMMARY_MAX_TOKENS,
     Summarizer,
     create,
@@ -32,6 +35,7 @@ from sinks.objectstore.summaries import (
     ObjectStoreSummaryWriter,
     open_object_store,
 )
+from sinks.postgres.compactions import PostgresCompactions, PostgresSummaryVersions
 from sinks.redis.client import redis_client
 from sinks.redis.locks import RedisLocks
 from sinks.redis.summary_cache import RedisSummaryCache
@@ -54,11 +58,13 @@ class Slow(OfflineChatModel):
     def __init__(self, delay_s: float = 0.05) -> None:
         self.delay_s = delay_s
         self.calls: list[tuple[Summary | None, list[Message]]] = []
+        self.called = asyncio.Event()
 
     async def summarize(
         self, previous: Summary | None, messages: Sequence[Message], *, max_tokens: int
     ) -> SummaryDraft:
         self.calls.append((previous, list(messages)))
+        self.called.set()
         await asyncio.sleep(self.delay_s)
         return await super().summarize(previous, messages, max_tokens=max_tokens)
 
@@ -88,14 +94,19 @@ class Rig:
     cache: RedisSummaryCache
     lock_client: Redis
     journal: SlateJournal
+    pool: asyncpg.Pool
 
     async def summarizer(self, model: ChatModel, *, lock_namespace: str | None = None) -> Summarizer:
         """A started summarizer using `model` (locks under `lock_namespace`, else the test's own)."""
         summarizer = Summarizer(
             thresholds=self.store,
-            summaries=CachedSummaryWriter(self.cache, ObjectStoreSummaryWriter.from_settings(self.settings)),
+            summaries=MonotonicSummaryStore(
+                CachedSummaryWriter(self.cache, ObjectStoreSummaryWriter.from_settings(self.settings)),
+                PostgresSummaryVersions(self.pool),
+            ),
             locks=RedisLocks(self.lock_client, namespace=lock_namespace or f"{self.store.namespace}/locks"),
             journal=self.journal,
+            ledger=PostgresCompactions(self.pool),
             chat_model=model,
             retry_delays=(0.01, 0.01),
             lock_wait_s=5.0,
@@ -127,12 +138,14 @@ class Rig:
 
 
 @pytest.fixture
-async def rig(settings_: Settings, redis_url: str, journal: SlateJournal) -> AsyncIterator[Rig]:
+async def rig(
+    settings_: Settings, redis_url: str, journal: SlateJournal, pool: asyncpg.Pool
+) -> AsyncIterator[Rig]:
     async with threshold_store(redis_url) as store:
         cache = RedisSummaryCache.from_settings(settings_)
         lock_client = redis_client(redis_url)
         try:
-            yield Rig(settings_, store, cache, lock_client, journal)
+            yield Rig(settings_, store, cache, lock_client, journal, pool)
         finally:
             await lock_client.aclose()
             await cache.aclose()
@@ -315,3 +328,109 @@ def test_outside_the_node_the_summarizer_refuses_to_start(settings_: Settings) -
     with pytest.raises(NeedsNodeJournal, match="runs inside the node"):
         asyncio.run(processor.start())
     asyncio.run(processor.stop())
+
+
+# ---------------------------------------------------------------- durable state (Postgres)
+
+
+def requested(to_offset: int, from_offset: int = 0) -> dict[str, Any]:
+    """The `compaction.requested` value behind `request(to_offset, from_offset)`."""
+    payload = json.loads(request(to_offset, from_offset).value or b"{}")
+    del payload["flush"]
+    return dict(payload)
+
+
+async def test_the_summary_settles_the_compaction_in_flight(rig: Rig) -> None:
+    await rig.append(80)
+    ledger = PostgresCompactions(rig.pool)
+    await ledger.record_requests([(SCOPE, requested(49))])
+    await ledger.record_crossings({SCOPE: 79})  # crossed again while it was in flight
+    await rig.take_guard(49)
+    summarizer = await rig.summarizer(Slow(0))
+    await summarizer.process([request(49)])
+    settled = await ledger.get(SCOPE)
+    assert settled is not None and (settled.request, settled.to_offset) == (None, None)
+    assert settled.crossed_offset == 79  # left for the recovery to re-evaluate
+    # a late redelivery changes nothing, and does not close a newer request in flight
+    await ledger.record_requests([(SCOPE, requested(79, from_offset=50))])
+    await summarizer.process([request(49)])
+    newer = await ledger.get(SCOPE)
+    assert newer is not None and newer.to_offset == 79
+
+
+async def test_a_dead_lettered_request_is_settled_too(rig: Rig) -> None:
+    await rig.append(10)
+    ledger = PostgresCompactions(rig.pool)
+    await ledger.record_requests([(SCOPE, requested(49))])
+    await rig.take_guard(49)
+    summarizer = await rig.summarizer(Slow(0))
+    with pytest.raises(InvalidMessage):
+        await summarizer.process([request(49)])  # beyond the journal: given up
+    settled = await ledger.get(SCOPE)
+    assert settled is not None and settled.request is None  # never requested again
+    assert await rig.guard() is None
+
+
+async def test_the_lock_is_kept_while_a_slow_model_works(rig: Rig) -> None:
+    await rig.append(50)
+    model = Slow(1.2)
+    summarizer = await rig.summarizer(model)
+    summarizer.lock_ttl_s = 0.3  # a lease far shorter than the model call: renewed meanwhile
+    working = asyncio.create_task(summarizer.process([request(49)]))
+    await model.called.wait()
+    await asyncio.sleep(0.8)
+    key = summarizer.locks.key(summarization_lock_name(REF, "bot"))
+    assert await rig.lock_client.exists(key) == 1  # still held: no second summarizer may start
+    await working
+    assert await rig.lock_client.exists(key) == 0  # released when done
+
+
+async def test_a_holder_that_died_frees_the_thread_within_its_lease(rig: Rig) -> None:
+    await rig.append(50)
+    summarizer = await rig.summarizer(Slow(0))
+    assert LOCK_TTL_S <= 15  # seconds, not minutes, after a restart
+    dead = await summarizer.locks.acquire(summarization_lock_name(REF, "bot"), LOCK_TTL_S)
+    assert dead is not None  # a node killed mid-summary never releases its lock
+    summarizer.lock_wait_s = LOCK_TTL_S + 5.0
+    started = asyncio.get_running_loop().time()
+    await summarizer.process([request(49)])
+    assert asyncio.get_running_loop().time() - started <= LOCK_TTL_S + 1.0
+    summary = await rig.summary()
+    assert summary is not None and summary.version == 1
+
+
+# ---------------------------------------------------------------- summaries folder deleted
+
+
+async def write_two_versions(rig: Rig, summarizer: Summarizer) -> None:
+    await rig.append(100)
+    await summarizer.process([request(49)])
+    await summarizer.process([request(89, from_offset=50)])
+    summary = await rig.summary()
+    assert summary is not None and summary.version == 2
+
+
+@pytest.mark.parametrize("also_lost", ["nothing", "the cache", "the Postgres mark"])
+async def test_after_the_summaries_folder_is_deleted_versions_never_go_backwards(
+    rig: Rig, also_lost: str
+) -> None:
+    model = Slow(0)
+    summarizer = await rig.summarizer(model)
+    await write_two_versions(rig, summarizer)
+    shutil.rmtree(rig.settings.data_path / "objects")  # the summaries folder is gone
+    if also_lost == "the cache":
+        await rig.cache.invalidate(REF, "bot")
+    elif also_lost == "the Postgres mark":
+        await rig.pool.execute("UPDATE thread_compactions SET summary_version = 0")
+
+    await summarizer.process([request(99, from_offset=90)])
+
+    summary = await rig.summary()
+    assert summary is not None
+    assert summary.version == 3  # above v2, which the cache and/or Postgres still knew: not v1
+    assert summary.last_message_offset == 99
+    assert summary.message_count == 100  # the lost history is summarized again from the journal
+    assert [m.offset for m in model.calls[-1][1]] == list(range(100))
+    assert await rig.cache.get(REF, "bot") == summary  # the context path shows it, not v2
+    assert await PostgresSummaryVersions(rig.pool).highest(REF, "bot") == 3
+    assert [s.version for s in await stored_versions(rig.settings)] == [3]

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from memstream.config import Settings
@@ -17,6 +18,7 @@ from memstream.models.offline import OfflineChatModel
 from memstream.summary_store import CachedSummaryWriter
 from processors.summarizer import NAME, SOURCE_TOPIC, Summarizer
 from sinks.objectstore.summaries import ObjectStoreSummaryReader, ObjectStoreSummaryWriter
+from sinks.postgres.compactions import PostgresCompactions
 from sinks.redis.client import redis_client
 from sinks.redis.locks import RedisLocks
 from sinks.redis.summary_cache import RedisSummaryCache
@@ -51,7 +53,9 @@ def options(request: pytest.FixtureRequest) -> RuntimeOptions:
 
 
 @pytest.fixture
-async def summarizer(settings_: Settings, redis_url: str, journal: SlateJournal) -> AsyncIterator[Summarizer]:
+async def summarizer(
+    settings_: Settings, redis_url: str, journal: SlateJournal, pool: asyncpg.Pool
+) -> AsyncIterator[Summarizer]:
     namespace = f"t{uuid.uuid4().hex[:12]}/thresholds"
     client = redis_client(redis_url)
     store = ThresholdStore(client, token_limit=2_000, message_limit=50, namespace=namespace)
@@ -61,6 +65,7 @@ async def summarizer(settings_: Settings, redis_url: str, journal: SlateJournal)
         summaries=CachedSummaryWriter(cache, ObjectStoreSummaryWriter.from_settings(settings_)),
         locks=RedisLocks(client, namespace=f"{namespace}/locks"),
         journal=journal,
+        ledger=PostgresCompactions(pool),
         chat_model=OfflineChatModel(),
         retry_delays=(0.01,),
     )

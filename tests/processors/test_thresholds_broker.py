@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from memstream.config import Settings
@@ -17,18 +19,30 @@ from memstream.journal.store import SlateJournal
 from memstream.summaries import Summary
 from processors.thresholds import NAME, OUTPUT_TOPIC, Counters, Thresholds, advance, create
 from sinks.objectstore.summaries import ObjectStoreSummaryWriter
+from sinks.postgres.compactions import PostgresCompactions
+from sinks.postgres.migrations import migrate
+from sinks.postgres.pool import create_pool
 from sinks.redis.thresholds import ThreadScope, ThresholdStore
 from streams.admin import apply_topics
 from streams.events import encode_message
 from streams.runtime import RuntimeOptions
-from streams.runtime.processor import InvalidMessage, Record
+from streams.runtime.processor import InvalidMessage, Processor, Record
 from streams.topics import TopicRegistry, default_registry
-from tests.processors.runtime_support import broker_settings, produce, run_until_caught_up, short_options
+from tests.processors.runtime_support import (
+    broker_settings,
+    committed_total,
+    produce,
+    run_until_caught_up,
+    seconds_to_stop,
+    short_options,
+    unreachable_publisher,
+)
 from tests.processors.threshold_support import threshold_store, wipe
 from tests.processors.topic_reading import read_thread_topic
 
 REPLAY = f"{NAME}-replay"
 SOURCE = "journal.messages"
+SCOPE = ThreadScope("test", "acme", "bot", "th-1")
 
 
 @pytest.fixture
@@ -59,14 +73,20 @@ def summaries(settings_: Settings) -> ObjectStoreSummaryWriter:
 
 
 @pytest.fixture
+def ledger(pool: asyncpg.Pool) -> PostgresCompactions:
+    return PostgresCompactions(pool)
+
+
+@pytest.fixture
 async def processor(
     settings_: Settings,
     registry: TopicRegistry,
     store: ThresholdStore,
     journal: SlateJournal,
     summaries: ObjectStoreSummaryWriter,
+    ledger: PostgresCompactions,
 ) -> AsyncIterator[Thresholds]:
-    processor = Thresholds(settings_, store, journal, summaries, close_store=False)
+    processor = Thresholds(settings_, store, journal, summaries, ledger=ledger, close_store=False)
     await processor.start()
     try:
         yield processor
@@ -285,12 +305,13 @@ async def test_on_the_runtime_a_replay_group_does_not_request_again(
     store: ThresholdStore,
     journal: SlateJournal,
     summaries: ObjectStoreSummaryWriter,
+    ledger: PostgresCompactions,
 ) -> None:
     messages = await append(journal, 60)
     ends = publish(settings_, messages)
-    live = Thresholds(settings_, store, journal, summaries, close_store=False)
+    live = Thresholds(settings_, store, journal, summaries, ledger=ledger, close_store=False)
     await run_until_caught_up(settings_, options, registry, live, SOURCE, ends)
-    replay = Thresholds(settings_, store, journal, summaries, name=REPLAY, close_store=False)
+    replay = Thresholds(settings_, store, journal, summaries, ledger=ledger, name=REPLAY, close_store=False)
     await run_until_caught_up(settings_, options, registry, replay, SOURCE, ends)
     (request,) = requests(settings_)
     assert (request["to_offset"], request["messages"]) == (49, 50)
@@ -299,3 +320,83 @@ async def test_on_the_runtime_a_replay_group_does_not_request_again(
         "tokens": sum(m.token_count for m in messages),
         "messages": 60,
     }
+
+
+async def test_requests_and_held_back_crossings_are_recorded_in_postgres(
+    processor: Thresholds, journal: SlateJournal, ledger: PostgresCompactions, settings_: Settings
+) -> None:
+    messages = await append(journal, 60)
+    await feed(processor, messages)
+    (request,) = requests(settings_)
+    recorded = await ledger.get(SCOPE)
+    assert recorded is not None
+    # the request in flight is what the topic got, so it can be produced again if the topic loses it
+    assert (recorded.request, recorded.to_offset) == (request, 49)
+    # messages 50..59 crossed again while it was in flight (the guard held them back)
+    assert recorded.crossed_offset == 59
+
+
+def test_stopping_while_the_broker_is_unreachable_takes_seconds_and_commits_nothing(
+    settings_: Settings,
+    registry: TopicRegistry,
+    redis_url: str,
+    pg_dsn: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> None:
+    # the default drain timeout: a stop must not wait for it, nor for a broker that never answers
+    options = short_options(request, batch_size=100, batch_wait_s=0.05, drain_timeout_s=10.0)
+    journal_url = f"file://{tmp_path}/journal"
+    ends: dict[int, int] = {}
+
+    @asynccontextmanager
+    async def opened() -> AsyncIterator[tuple[SlateJournal, asyncpg.Pool, ThresholdStore]]:
+        journal = await SlateJournal.open(journal_url, flush_interval_ms=1)
+        pool = await create_pool(pg_dsn)
+        await migrate(pool)
+        try:
+            async with threshold_store(redis_url) as store:
+                yield journal, pool, store
+        finally:
+            await pool.close()
+            await journal.close()
+
+    @asynccontextmanager
+    async def blocked_thresholds() -> AsyncIterator[tuple[Processor, Callable[[], Awaitable[bool]]]]:
+        async with opened() as (journal, pool, store):
+            ends.update(publish(settings_, await append(journal, 55)))
+            ledger = PostgresCompactions(pool)
+            processor = Thresholds(
+                settings_,
+                store,
+                journal,
+                ObjectStoreSummaryWriter.from_settings(settings_),
+                ledger=ledger,
+                publisher=unreachable_publisher(settings_, OUTPUT_TOPIC, tmp_path),
+                close_store=False,
+            )
+
+            async def blocked() -> bool:  # the request is decided and waits for the broker
+                return await ledger.get(SCOPE) is not None
+
+            yield processor, blocked
+
+    assert seconds_to_stop(settings_, options, registry, blocked_thresholds) < 5.0
+    assert committed_total(settings_, NAME, SOURCE) == 0  # nothing committed: all redelivered
+    assert requests(settings_) == []
+
+    async def next_run() -> None:
+        async with opened() as (journal, pool, store):
+            live = Thresholds(
+                settings_,
+                store,
+                journal,
+                ObjectStoreSummaryWriter.from_settings(settings_),
+                ledger=PostgresCompactions(pool),
+                close_store=False,
+            )
+            await run_until_caught_up(settings_, options, registry, live, SOURCE, ends)
+
+    asyncio.run(next_run())
+    (sent,) = requests(settings_)  # the request decided before the stop, sent once by the next run
+    assert (sent["to_offset"], sent["messages"]) == (49, 50)

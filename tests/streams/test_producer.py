@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -16,9 +17,11 @@ from memstream.config import Settings
 from memstream.embedded.process import free_port
 from streams.admin import apply_topics
 from streams.producer import (
+    BatchPublisher,
     DeliveryAborted,
     OutgoingRecord,
     ProduceRejected,
+    RecordsNotConfirmed,
     discard_producer,
     make_producer,
     produce_and_confirm,
@@ -176,3 +179,54 @@ def test_aborts_while_the_local_queue_is_full(tmp_path: Path) -> None:
     assert (info.value.reason, info.value.pending) == ("closed", 2)
     assert len(producer) == 1  # the second record never entered the queue
     discard_producer(producer)
+
+
+# ---- BatchPublisher ---------------------------------------------------------------------------------
+
+
+async def test_a_publisher_returns_once_every_record_is_confirmed(broker_settings: Settings) -> None:
+    publisher = BatchPublisher(
+        broker_settings, broker_settings.topic(TOPIC), client_id="test-publisher", logger=KAFKA_LOG
+    )
+    try:
+        await publisher.publish([OutgoingRecord(b"a", b"1"), OutgoingRecord(b"b", b"2")])
+        await publisher.publish([OutgoingRecord(b"a", b"3")])
+    finally:
+        publisher.close()
+    assert sorted(r.value() or b"" for r in consume(broker_settings, 3)) == [b"1", b"2", b"3"]
+
+
+async def test_a_publisher_waiting_on_an_unreachable_broker_gives_up_when_aborted(tmp_path: Path) -> None:
+    settings, _ = unreachable(tmp_path)
+    publisher = BatchPublisher(settings, "t", client_id="test-unreachable", logger=KAFKA_LOG)
+    waiting = asyncio.create_task(publisher.publish([OutgoingRecord(b"a", b"1")]))
+    await asyncio.sleep(1.0)
+    assert not waiting.done()  # records never expire: it waits for the broker
+    aborted_at = time.monotonic()
+    publisher.abort("the owner is stopping")
+    with pytest.raises(DeliveryAborted, match="the owner is stopping"):
+        await waiting
+    assert time.monotonic() - aborted_at < 1.0
+    with pytest.raises(DeliveryAborted):  # and at once from now on
+        await publisher.publish([OutgoingRecord(b"b", b"2")])
+    publisher.close()
+
+
+async def test_a_missing_topic_is_reported_with_the_failed_keys(tmp_path: Path, broker: str) -> None:
+    settings = Settings(
+        data_dir=tmp_path, broker_url=f"kafka://{broker}", topic_prefix=f"none{uuid.uuid4().hex[:8]}."
+    )
+    publisher = BatchPublisher(
+        settings,
+        settings.topic(TOPIC),
+        client_id="test-missing",
+        logger=KAFKA_LOG,
+        factory=lambda: make_producer(
+            settings, client_id="test-missing", overrides={"topic.metadata.propagation.max.ms": 500}
+        ),
+    )
+    with pytest.raises(RecordsNotConfirmed) as info:
+        await publisher.publish([OutgoingRecord(b"a", b"1")])
+    assert [f.key for f in info.value.failures] == [b"a"]
+    assert "were not delivered" in info.value.message
+    publisher.close()

@@ -151,8 +151,9 @@ def agents_router(deps: ApiDeps, memory: MemoryDeps | None) -> APIRouter:
         cannot be read right now (retry).
 
         `thread_id`, when given, must be a thread of this agent; the call then acts for the thread's
-        user (`user_id`, when also given, must match it). The journal tools search and read only the
-        threads of this agent, and only the user's threads when the call acts for a user."""
+        user (`user_id`, when also given, must match it: a thread without a user takes none). The
+        journal tools search and read only the threads of this agent, and only the user's threads
+        when the call acts for a user; a call without a user reads only the threads without one."""
         journal_tools = journal_names(caller)
         if tool_name not in memory_names and tool_name not in journal_tools:
             known = ", ".join(memory_names + journal_tools) or "none"
@@ -172,8 +173,10 @@ def agents_router(deps: ApiDeps, memory: MemoryDeps | None) -> APIRouter:
                     f"thread {body.thread_id!r} belongs to agent {thread.agent_id!r}, not {agent_id!r}"
                 )
             if user_id is not None and user_id != thread.user_id:
+                owner = "has no user" if thread.user_id is None else f"belongs to user {thread.user_id!r}"
                 raise Conflict(
-                    f"thread {body.thread_id!r} belongs to user {thread.user_id!r}, not {user_id!r}"
+                    f"thread {body.thread_id!r} {owner}, not {user_id!r}: send the thread's own "
+                    "user_id, or none"
                 )
             user_id = thread.user_id
         if tool_name in journal_tools:

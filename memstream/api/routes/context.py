@@ -21,7 +21,6 @@ def context_router(deps: ApiDeps) -> APIRouter:
     @router.get(
         "/{thread_id}/context",
         response_model=Context,
-        response_model_exclude_none=True,
         summary="Get the context for the next turn",
         responses=error_responses(401, 404, 422, 503),
     )

@@ -1,5 +1,5 @@
 """`/healthz` (liveness: the process answers) and `/readyz` (Postgres, the journal and the object
-store answer)."""
+store answer; the processors run)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from memstream.api.deps import ApiDeps
-from memstream.api.schemas import CheckResult, Liveness, Readiness
+from memstream.api.processor_health import processors_check
+from memstream.api.schemas import CheckResult, Liveness, ProcessorHealth, Readiness
 
 
 def health_router(deps: ApiDeps) -> APIRouter:
@@ -45,7 +46,13 @@ def health_router(deps: ApiDeps) -> APIRouter:
     async def readyz() -> JSONResponse:
         """200 when Postgres answers `SELECT 1`, the journal answers `last_seq()` and the object
         store's root can be listed (`object_store`: a missing S3 bucket fails it, named in the
-        error); 503 otherwise, with the failing check's error."""
+        error; a missing local directory is created again, so it recovers by itself, and every
+        call checks again); 503 otherwise, with the failing check's error. With processors (the
+        node), the `processors` check fails while one is crashed, failed, restarting or waiting
+        out an outage (the error names them; `processors` details each): the status is then
+        `degraded` but the code stays 200, because the API and the journal take appends (a load
+        balancer must keep sending them) and the processors catch up from the topics once they
+        run again."""
         calls: dict[str, Awaitable[Any]] = {
             "postgres": deps.pool.fetchval("SELECT 1"),
             "journal": deps.journal.last_seq(),
@@ -55,7 +62,11 @@ def health_router(deps: ApiDeps) -> APIRouter:
         results = await asyncio.gather(*(check(call) for call in calls.values()))
         checks = dict(zip(calls, results, strict=True))
         ready = all(result.ok for result in checks.values())
-        body = Readiness(status="ready" if ready else "unavailable", checks=checks)
+        processors: dict[str, ProcessorHealth] | None = None
+        if deps.processors is not None:
+            checks["processors"], processors = processors_check(deps.processors.statuses())
+        status = "unavailable" if not ready else "ready" if all(r.ok for r in checks.values()) else "degraded"
+        body = Readiness(status=status, checks=checks, processors=processors)
         return JSONResponse(
             body.model_dump(mode="json", exclude_none=True), status_code=200 if ready else 503
         )

@@ -10,6 +10,7 @@ from memstream.api.routes.params import ThreadIdPath
 from memstream.api.schemas import AppendRequest, AppendResponse, MessagesPage
 from memstream.api.security import principal_dependency
 from memstream.auth import Principal
+from memstream.inputs import MAX_INT64
 
 
 def messages_router(deps: ApiDeps) -> APIRouter:
@@ -48,7 +49,10 @@ def messages_router(deps: ApiDeps) -> APIRouter:
         thread_id: ThreadIdPath,
         caller: Caller,
         after: Annotated[
-            int, Query(ge=-1, description="return messages with offset > after; -1 = from the start")
+            int,
+            Query(
+                ge=-1, le=MAX_INT64, description="return messages with offset > after; -1 = from the start"
+            ),
         ] = -1,
         limit: Annotated[int, Query(ge=1, le=1000, description="at most this many messages")] = 100,
     ) -> MessagesPage:

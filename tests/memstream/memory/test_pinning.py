@@ -13,7 +13,7 @@ from memstream.journal.models import NewMessage
 from memstream.journal.store import SlateJournal
 from memstream.memory.models import MemoryEntry
 from memstream.memory.pinning import MemoryPinnedFacts, select_pinned
-from memstream.memory.service import MemoryService
+from memstream.memory.service import MemoryService, ProfileWithoutUser
 from memstream.pinned import PINNED_CLOSE, PINNED_DISCLAIMER, PINNED_OPEN
 from memstream.threads import ThreadService
 from sinks.objectstore.summaries import ObjectStoreSummaryReader, open_object_store
@@ -69,13 +69,16 @@ async def test_rule_importance_category_visibility_expiry(
     service: MemoryService, clock: FakeClock, pinned: MemoryPinnedFacts
 ) -> None:
     await profile(service, "mine", 0.7)
-    await profile(service, "shared", 0.95, visibility="shared")
+    asked_shared = await profile(service, "shared", 0.95, visibility="shared")  # a profile is private
+    assert (asked_shared.visibility, asked_shared.user_id) == ("private", "alice")
     await profile(service, "low", 0.69)
     await profile(service, "fact", 0.9, category="project_fact")
+    await profile(service, "shared-fact", 0.9, category="project_fact", visibility="shared")
     await profile(service, "seen", 1.0, category="observation")
     await profile(service, "bobs", 1.0, user="bob")
-    clock.advance(minutes=1)  # newer than "bobs" at the same importance
-    await profile(service, "anon-shared", 1.0, visibility="shared", user=None)
+    clock.advance(minutes=1)
+    with pytest.raises(ProfileWithoutUser):  # facts about a user need a user
+        await profile(service, "anon-shared", 1.0, visibility="shared", user=None)
     await service.store(
         scope("alice", agent="bot2"),
         "elsewhere",
@@ -92,13 +95,61 @@ async def test_rule_importance_category_visibility_expiry(
         scope_visibility="shared",
         importance=1,
     )
-    assert [f.key for f in await pinned.pinned(scope("alice"))] == ["anon-shared", "shared", "mine"]
-    assert [f.key for f in await pinned.pinned(scope("bob"))] == ["anon-shared", "bobs", "shared"]
-    assert [f.key for f in await pinned.pinned(scope(None))] == ["anon-shared", "shared"]
+    assert [f.key for f in await pinned.pinned(scope("alice"))] == ["shared", "mine"]
+    assert [f.key for f in await pinned.pinned(scope("bob"))] == ["bobs"]
+    assert await pinned.pinned(scope(None)) == []
 
     # user_profile entries do not expire by default (the observation "seen" expired, never pinned)
     clock.advance(days=31)
-    assert [f.key for f in await pinned.pinned(scope(None))] == ["anon-shared", "shared"]
+    assert [f.key for f in await pinned.pinned(scope("alice"))] == ["shared", "mine"]
+
+
+async def legacy_shared_profile(pool: asyncpg.Pool, key: str, content: str) -> None:
+    """A shared user_profile entry as a flush of a thread without a user wrote it before profile
+    facts needed a user (no user, no author), inserted as it sits in existing databases."""
+    await pool.execute(
+        """INSERT INTO memory_entries (entry_id, environment, account_id, agent_id, user_id, author_user_id,
+               key, content, category, visibility, importance, content_hash, created_at, updated_at)
+           VALUES (gen_random_uuid(), 'test', 'acme', 'bot', NULL, NULL, $1, $2, 'user_profile', 'shared',
+                   0.8, 'h', now(), now())""",
+        key,
+        content,
+    )
+
+
+async def test_existing_shared_profile_facts_are_pinned_for_nobody(
+    service: MemoryService,
+    threads: ThreadService,
+    reader: ContextReader,
+    pinned: MemoryPinnedFacts,
+    pool: asyncpg.Pool,
+) -> None:
+    """Issue 9, finding 12: "my name is Mallory" stored shared by a user-less thread (existing
+    data) never reaches another user's prompt, nor a thread without a user; a user-less call
+    cannot overwrite it either."""
+    await legacy_shared_profile(pool, "user.name", "The user's name is Mallory.")
+    await legacy_shared_profile(pool, "user.employer", "The user works at Evilcorp.")
+    await profile(service, "user.plan", 0.9, content="Alice is on the pro plan.")
+    for thread, user in (("t-alice", "alice"), ("t-bob", "bob"), ("t-anon", None)):
+        hello = [NewMessage(message_id=f"{thread}-m1", role="user", content="hello")]
+        await threads.append(ACME, thread, agent_id="bot", user_id=user, messages=hello)
+
+    assert [f.key for f in await pinned.pinned(scope("alice"))] == ["user.plan"]
+    for user in ("bob", None):
+        assert await pinned.pinned(scope(user)) == []
+    alice = await reader.get_context(ACME, "t-alice")
+    assert alice.metadata.pinned_count == 1 and "pro plan" in (alice.messages[0].content or "")
+    for thread in ("t-alice", "t-bob", "t-anon"):
+        context = await reader.get_context(ACME, thread)
+        text = " ".join(m.content or "" for m in context.messages)
+        assert "Mallory" not in text and "Evilcorp" not in text, thread
+    with pytest.raises(ProfileWithoutUser):
+        await service.store(
+            scope(None), "user.name", "The user is Eve.", "user_profile", scope_visibility="shared"
+        )
+    assert await pool.fetchval("SELECT content FROM memory_entries WHERE key = 'user.name'") == (
+        "The user's name is Mallory."
+    )
 
 
 @pytest.fixture

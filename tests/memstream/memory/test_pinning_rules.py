@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from memstream.memory.models import MemoryEntry
 from memstream.memory.pinning import select_pinned
 from memstream.pinned import (
     PINNED_CLOSE,
@@ -18,12 +21,17 @@ U1 = MemoryScope(environment="test", account_id="acme", agent_id="bot", user_id=
 NOW = T0 + minutes(60)
 
 
+def own(entry_id: str, **fields: Any) -> MemoryEntry:
+    """A user_profile entry private to u1 (the scope's user)."""
+    return make_entry(entry_id, **{"visibility": "private", "user_id": "u1", **fields})
+
+
 def test_eleven_candidates_keep_ten_by_importance_then_recency() -> None:
-    entries = [make_entry(f"e{i}", importance=0.9, updated_at=T0 + minutes(i)) for i in range(8)]
+    entries = [own(f"e{i}", importance=0.9, updated_at=T0 + minutes(i)) for i in range(8)]
     entries += [
-        make_entry("top", importance=1.0, updated_at=T0),
-        make_entry("low-new", importance=0.7, updated_at=T0 + minutes(30)),
-        make_entry("low-old", importance=0.7, updated_at=T0 + minutes(1)),
+        own("top", importance=1.0, updated_at=T0),
+        own("low-new", importance=0.7, updated_at=T0 + minutes(30)),
+        own("low-old", importance=0.7, updated_at=T0 + minutes(1)),
     ]
     pinned = select_pinned(entries, U1, NOW)
     assert [e.entry_id for e in pinned] == ["top", *(f"e{i}" for i in reversed(range(8))), "low-new"]
@@ -31,26 +39,23 @@ def test_eleven_candidates_keep_ten_by_importance_then_recency() -> None:
 
 def test_rule_filters() -> None:
     entries = [
-        make_entry("ok"),
-        make_entry("threshold", importance=0.7),
-        make_entry("below", importance=0.69),
-        make_entry("fact", category="project_fact"),
-        make_entry("expired", expires_at=NOW),
-        make_entry("future-expiry", expires_at=NOW + minutes(1)),
-        make_entry("mine", visibility="private", user_id="u1"),
-        make_entry("theirs", visibility="private", user_id="u2"),
-        make_entry("other-agent", agent_id="bot2"),
-        make_entry("other-account", account_id="globex"),
-        make_entry("other-env", environment="prod"),
+        own("ok"),
+        own("threshold", importance=0.7),
+        own("below", importance=0.69),
+        own("fact", category="project_fact"),
+        own("expired", expires_at=NOW),
+        own("future-expiry", expires_at=NOW + minutes(1)),
+        own("theirs", user_id="u2"),
+        make_entry("shared-profile"),  # shared: about nobody in particular, pinned for nobody
+        make_entry("shared-fact", category="project_fact"),
+        own("other-agent", agent_id="bot2"),
+        own("other-account", account_id="globex"),
+        own("other-env", environment="prod"),
     ]
     kept = {e.entry_id for e in select_pinned(entries, U1, NOW)}
-    assert kept == {"ok", "threshold", "future-expiry", "mine"}
+    assert kept == {"ok", "threshold", "future-expiry"}
     anonymous = U1.model_copy(update={"user_id": None})
-    assert {e.entry_id for e in select_pinned(entries, anonymous, NOW)} == {
-        "ok",
-        "threshold",
-        "future-expiry",
-    }
+    assert select_pinned(entries, anonymous, NOW) == []
 
 
 def test_rendering_is_an_escaped_block_then_the_disclaimer() -> None:

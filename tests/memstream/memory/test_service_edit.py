@@ -10,7 +10,13 @@ import pytest
 from memstream.errors import Conflict, NotFound
 from memstream.memory.models import EntryEvent
 from memstream.memory.screening import ScreeningRejected, SensitiveWithoutUser
-from memstream.memory.service import CapacityExceeded, ContentTooLong, MemoryService, content_hash
+from memstream.memory.service import (
+    CapacityExceeded,
+    ContentTooLong,
+    MemoryService,
+    ProfileWithoutUser,
+    content_hash,
+)
 
 from .helpers import FakeClock, outbox, scope
 
@@ -50,6 +56,28 @@ async def test_edit_screens_content_and_key(service: MemoryService) -> None:
     assert (made_private.entry.visibility, made_private.entry.user_id) == ("private", "alice")
     assert made_private.notes
     with pytest.raises(NotFound):  # now private to alice
+        await service.get(scope("bob"), e.entry_id)
+
+
+async def test_edit_into_user_profile_makes_it_private_and_needs_a_user(
+    service: MemoryService, pool: asyncpg.Pool
+) -> None:
+    """Issue 9, finding 12: moving a shared entry into user_profile makes it private to the
+    caller; a caller without a user cannot (nothing changes)."""
+    e = (await service.store(scope(None), "k", "Likes tea", "project_fact", scope_visibility="shared")).entry
+    before = await outbox(pool)
+    with pytest.raises(ProfileWithoutUser, match="edit rejected"):
+        await service.edit(scope(None), e.entry_id, category="user_profile")
+    assert await outbox(pool) == before
+    assert (await service.get(scope(None), e.entry_id)) == e
+    moved = await service.edit(scope("alice"), e.entry_id, category="user_profile")
+    assert (moved.entry.category, moved.entry.visibility, moved.entry.user_id) == (
+        "user_profile",
+        "private",
+        "alice",
+    )
+    assert any("user_profile" in note for note in moved.notes)
+    with pytest.raises(NotFound):
         await service.get(scope("bob"), e.entry_id)
 
 

@@ -13,7 +13,7 @@ from memstream.embeddings.sparse import Bm25Sparse
 from memstream.errors import InvalidInput
 from memstream.memory.recall import Recaller
 from memstream.memory.screening import ScreeningRejected
-from memstream.memory.service import MemoryService
+from memstream.memory.service import MemoryService, ProfileWithoutUser
 from memstream.memory.tools import MemoryTools, ToolContext
 from sinks.qdrant.edge import QdrantEdgeIndex
 
@@ -51,7 +51,9 @@ async def test_store_reports_effective_visibility(tools: MemoryTools) -> None:
     )
     assert mine["entry"]["importance"] == 0.9 and mine["notes"] == []
 
-    anonymous = await tools.invoke("memory_store", args, ctx(None))
+    with pytest.raises(ProfileWithoutUser, match="project_fact"):  # facts about a user need a user
+        await tools.invoke("memory_store", args, ctx(None))
+    anonymous = await tools.invoke("memory_store", {**args, "category": "project_fact"}, ctx(None))
     assert (anonymous["requested_visibility"], anonymous["visibility"]) == ("private", "shared")
     assert "shared" in anonymous["notes"][0]
 

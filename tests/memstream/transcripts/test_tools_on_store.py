@@ -106,23 +106,18 @@ async def test_tenant_isolation(tools: JournalTools) -> None:
     def threads(result: Any) -> set[str]:
         return {m["thread_id"] for m in result["messages"]}
 
-    # a user sees only their own threads; without a user, every thread of the agent
+    # a user sees only their own threads; without a user, only the threads without a user
     assert threads(await search(tools, ALICE, query="invoice refund", limit=50, summarize=False)) == {
         "a1",
         "a2",
     }
     bob = TranscriptScope(environment="test", account_id="acct", agent_id="agent", user_id="bob")
     assert threads(await search(tools, bob, query="invoice refund", limit=50, summarize=False)) == {"b1"}
-    assert threads(await search(tools, AGENT, query="invoice refund", limit=50, summarize=False)) == {
-        "a1",
-        "a2",
-        "b1",
-        "n1",
-    }
+    assert threads(await search(tools, AGENT, query="invoice refund", limit=50, summarize=False)) == {"n1"}
     # other account, agent, environment: their own rows only
     for scope, expected in [
         (TranscriptScope(environment="test", account_id="other", agent_id="agent", user_id="alice"), {"x1"}),
-        (TranscriptScope(environment="test", account_id="acct", agent_id="other-agent"), {"y1"}),
+        (replace(ALICE, agent_id="other-agent"), {"y1"}),
         (TranscriptScope(environment="prod", account_id="acct", agent_id="agent", user_id="alice"), {"z1"}),
         (TranscriptScope(environment="test", account_id="nobody", agent_id="agent"), set()),
     ]:
@@ -134,6 +129,45 @@ async def test_tenant_isolation(tools: JournalTools) -> None:
     for scope in (bob, TranscriptScope(environment="test", account_id="other", agent_id="agent")):
         with pytest.raises(ToolCallNotFound):
             await view(tools, scope, tool_call_id="call-a")
+
+
+async def test_a_thread_without_user_sees_only_threads_without_user(
+    transcript_store: ClickHouseTranscriptStore,
+) -> None:
+    """Called from a thread that has no user (scope without a user, thread n1), every path (search
+    over all threads or the current one, with and without summaries; tool-call view by id with
+    and without `thread_id`) reaches only the threads without a user: never Alice's or Bob's,
+    even for a tool-call id that Alice's thread uses too."""
+    await transcript_store.insert(
+        [
+            *conversation(),
+            row("n1", 1, "", role="tool", tool_call_id="call-a", tool_result="the anonymous result"),
+            row("n2", 0, "Another invoice refund note that nobody owns."),
+        ]
+    )
+    tools = JournalTools.build(transcript_store, OfflineChatModel())
+    for thread in ("n1", None):
+        found = await search(tools, AGENT, thread, query="invoice refund", limit=50, summarize=False)
+        assert {m["thread_id"] for m in found["messages"]} == {"n1", "n2"}
+        summarized = await search(tools, AGENT, thread, query="invoice refund bob", limit=50)
+        assert {t["thread_id"] for t in summarized["threads"]} == {"n1", "n2"}
+        assert "Bob" not in str(summarized) and "30 euros" not in str(summarized)
+    here = await search(tools, AGENT, "n1", query="invoice refund", scope="current_thread", summarize=False)
+    assert {m["thread_id"] for m in here["messages"]} == {"n1"}
+    here = await search(tools, AGENT, "n1", query="invoice refund", scope="current_thread")
+    assert [t["thread_id"] for t in here["threads"]] == ["n1"]
+
+    for thread in ("n1", None):
+        own = await view(tools, AGENT, thread, tool_call_id="call-a")
+        assert (own["thread_id"], own["content"]) == ("n1", "the anonymous result")
+        for users_thread in ("a1", "b1"):
+            with pytest.raises(ToolCallNotFound, match="without a user"):
+                await view(tools, AGENT, thread, tool_call_id="call-a", thread_id=users_thread)
+    # and the other way round: Alice never reaches the thread without a user
+    alices = await view(tools, ALICE, "a1", tool_call_id="call-a")
+    assert (alices["thread_id"], alices["content"]) == ("a1", '{"invoice": 42, "refund": 30}')
+    with pytest.raises(ToolCallNotFound):
+        await view(tools, ALICE, "a1", tool_call_id="call-a", thread_id="n1")
 
 
 async def test_limit_bounds(transcript_store: ClickHouseTranscriptStore) -> None:

@@ -136,8 +136,8 @@ async def test_search_is_scoped_to_one_tenant(transcript_store: ClickHouseTransc
             row("t9", 0, "shared word mango", agent_id="agent-2"),
         ]
     )
-    every_thread = await transcript_store.search(SCOPE, "mango")
-    assert sorted(h.thread_id for h in every_thread) == ["t1", "t2", "t3"]
+    without_user = await transcript_store.search(SCOPE, "mango")
+    assert [h.thread_id for h in without_user] == ["t3"]  # no user: only the threads without one
     one_user = await transcript_store.search(
         TranscriptScope(environment="test", account_id="acct", agent_id="agent", user_id="u2"), "mango"
     )
@@ -150,6 +150,29 @@ async def test_search_is_scoped_to_one_tenant(transcript_store: ClickHouseTransc
         TranscriptScope(environment="test", account_id="nobody", agent_id="agent"), "mango"
     )
     assert nobody == []
+
+
+async def test_a_scope_without_user_never_reads_a_users_thread(
+    transcript_store: ClickHouseTranscriptStore,
+) -> None:
+    """Search, tool-call lookup and byte reads: a scope without a user sees only the threads
+    without a user, even when it names a user's thread or holds that thread's call."""
+    await transcript_store.insert(
+        [
+            row("u1-t", 0, "papaya order for Mallory", user_id="u1"),
+            row("u1-t", 1, "", role="tool", user_id="u1", tool_call_id="c-u1", tool_result="u1 secret"),
+            row("anon-t", 0, "papaya order without a user"),
+        ]
+    )
+    hits = await transcript_store.search(SCOPE, "papaya")
+    assert [(h.thread_id, h.content) for h in hits] == [("anon-t", "papaya order without a user")]
+    assert await transcript_store.search(SCOPE, "papaya", thread_id="u1-t") == []
+    assert await transcript_store.tool_call(SCOPE, "c-u1") == []
+    assert await transcript_store.tool_call(SCOPE, "c-u1", thread_id="u1-t") == []
+    u1 = TranscriptScope(environment="test", account_id="acct", agent_id="agent", user_id="u1")
+    [call] = await transcript_store.tool_call(u1, "c-u1")
+    assert await transcript_store.tool_call_bytes(u1, call, "result", 0, 100) == b"u1 secret"
+    assert await transcript_store.tool_call_bytes(SCOPE, call, "result", 0, 100) == b""
 
 
 @pytest.mark.parametrize(

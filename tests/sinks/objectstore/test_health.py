@@ -86,9 +86,20 @@ async def test_local_directory_is_ready(tmp_path: Path) -> None:
     await probe.check()
 
 
-async def test_local_directory_gone_is_not_ready(tmp_path: Path) -> None:
+async def test_local_directory_deleted_while_running_is_created_again(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path)
     probe = ObjectStoreProbe.from_settings(settings)  # creates the directory
     shutil.rmtree(tmp_path / "objects")
-    with pytest.raises(ObjectStoreNotReady, match="is not a writable directory"):
+    await probe.check()  # every check looks again, and recreates the folder
+    assert (tmp_path / "objects").is_dir()
+    await probe.check()
+
+
+async def test_local_directory_that_cannot_be_created_is_not_ready(tmp_path: Path) -> None:
+    probe = ObjectStoreProbe.from_settings(
+        Settings(data_dir=tmp_path, object_store_url=f"file://{tmp_path}/parent/objects")
+    )
+    shutil.rmtree(tmp_path / "parent")
+    (tmp_path / "parent").write_text("a file where the folder's parent was")
+    with pytest.raises(ObjectStoreNotReady, match="is not a writable directory and cannot be created"):
         await probe.check()

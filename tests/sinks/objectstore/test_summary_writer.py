@@ -267,3 +267,21 @@ async def test_store_down_is_write_failed() -> None:
     writer = ObjectStoreSummaryWriter(open_object_store("s3://summaries/x", s3, timeout_s=1.0))
     with pytest.raises(SummaryWriteFailed, match="cannot read the current summary"):
         await writer.write(THREAD, "bot", make(1), expected_version=None)
+
+
+async def test_after_its_objects_were_lost_a_thread_continues_above_the_floor(
+    writer: ObjectStoreSummaryWriter, reader: ObjectStoreSummaryReader, store: Any
+) -> None:
+    # versions 1 and 2 were written, then the thread's objects were deleted: the store shows none
+    with pytest.raises(SummaryVersionConflict, match=r"must be 3"):
+        await writer.write(THREAD, "bot", make(1), expected_version=None, floor=2)  # would reuse v1
+    with pytest.raises(SummaryVersionConflict, match=r"must be 3"):
+        await writer.write(THREAD, "bot", make(4), expected_version=None, floor=2)
+    assert await keys_of(store) == []
+    await writer.write(THREAD, "bot", make(3), expected_version=None, floor=2)
+    assert await keys_of(store) == ["summary.json", "summary.v3.json"]
+    assert await reader.read(THREAD, "bot") == make(3)
+    assert await writer.current(THREAD, "bot") == make(3)
+    # from there on, as usual: the floor is below the stored version and changes nothing
+    await writer.write(THREAD, "bot", make(4), expected_version=3, floor=2)
+    assert await reader.read(THREAD, "bot") == make(4)

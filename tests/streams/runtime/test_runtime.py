@@ -1,4 +1,5 @@
-"""The runtime against a real broker and Postgres: effects, commits, dead letters, crashes, restarts."""
+"""The runtime against a real broker and Postgres: effects, commits, dead letters, outages waited
+out, poison records isolated, crashes, restarts."""
 
 from __future__ import annotations
 
@@ -133,6 +134,67 @@ async def test_transient_errors_are_retried_and_nothing_is_lost(
     assert failures == 3
 
 
+async def test_a_record_failing_for_good_is_dead_lettered_and_everything_is_committed(
+    rt_settings: Settings, rt_options: RuntimeOptions, registry: TopicRegistry, effects_dsn: str
+) -> None:
+    """Regression (issue 9, finding 1): a record the processor can never handle, with an error that
+    is not InvalidMessage (here a ValueError, like the thresholds processor's for a thread id ending
+    in a newline), failed its batch `max_attempts` times and crashed the processor - and the node.
+    Now it is isolated and dead-lettered with the error as its reason, the other records are
+    processed, every offset is committed, and nothing crashes."""
+    positions = produce(rt_settings, [{"id": i} for i in range(60)])
+
+    async def cannot_handle_13(batch: Sequence[Record]) -> None:
+        if any(json.loads(r.value or b"")["id"] == 13 for r in batch):
+            raise ValueError("cannot build the summary path for record 13")
+
+    writer = PgWriter("writer", effects_dsn, before_write=cannot_handle_13)
+    spec = registry.dlq_topic("writer")
+
+    async def dead_lettered_and_committed() -> None:
+        await wait_for_effects(effects_dsn, "writer", 59)
+        expected = {p: o + 1 for p, o in last_offsets(positions).items()}
+        for _ in range(100):
+            if await asyncio.to_thread(committed, rt_settings, "writer") == expected:
+                return
+            await asyncio.sleep(0.2)
+
+    await run_until([writer], rt_settings, rt_options, registry, dead_lettered_and_committed())
+    assert await effect_ids(effects_dsn, "writer") == [i for i in range(60) if i != 13]
+    (dead,) = [json.loads(m.value()) for m in consume_all(rt_settings, spec.broker_name(rt_settings), 1)]
+    spec.validate(dead)
+    assert json.loads(dead["value_text"])["id"] == 13
+    assert (dead["partition"], dead["offset"]) == positions[13]
+    assert "ValueError: cannot build the summary path for record 13" in dead["reason"]
+    assert dead["error_type"] == "builtins.ValueError"
+    assert dead["attempts"] == rt_options.max_attempts
+    assert committed(rt_settings, "writer") == {p: o + 1 for p, o in last_offsets(positions).items()}
+
+
+async def test_an_outage_longer_than_every_attempt_is_waited_out_without_dead_letters(
+    rt_settings: Settings, rt_options: RuntimeOptions, registry: TopicRegistry, effects_dsn: str
+) -> None:
+    """Regression: the store unavailable for longer than `max_attempts` tries (0.05-0.1 s apart
+    here) crashed the processor. Now the batch waits until the store is back: no dead letter, no
+    crash, everything processed once."""
+    produce(rt_settings, [{"id": i} for i in range(50)])
+    outage_until = asyncio.get_running_loop().time() + 3.0
+    refused = 0
+
+    async def store_away(batch: Sequence[Record]) -> None:
+        nonlocal refused
+        if asyncio.get_running_loop().time() < outage_until:
+            refused += 1
+            raise ConnectionRefusedError("database away")
+
+    writer = PgWriter("writer", effects_dsn, before_write=store_away)
+    await run_until([writer], rt_settings, rt_options, registry, wait_for_effects(effects_dsn, "writer", 50))
+    assert refused > rt_options.max_attempts
+    assert await effect_ids(effects_dsn, "writer") == list(range(50))
+    spec = registry.dlq_topic("writer")
+    assert consume_all(rt_settings, spec.broker_name(rt_settings), 0, timeout=1.0) == []
+
+
 async def test_a_crash_before_commit_redelivers_and_a_restart_resumes_from_the_commit(
     rt_settings: Settings, rt_options: RuntimeOptions, registry: TopicRegistry, effects_dsn: str
 ) -> None:
@@ -147,18 +209,21 @@ async def test_a_crash_before_commit_redelivers_and_a_restart_resumes_from_the_c
     committed_before = committed(rt_settings, "writer")
     assert committed_before == {p: o + 1 for p, o in last_offsets(first).items()}
 
-    # new records; the processor fails before any effect, every time: it must crash, not commit
+    # new records; the processor fails before any effect, every time, and may not dead-letter
+    # anything (limit 0): it must crash, not commit
     second = produce(rt_settings, [{"id": i} for i in range(40, 60)])
 
     async def broken(batch: Sequence[Record]) -> None:
-        raise ConnectionError("database away")
+        raise ValueError("a bug")
 
     crashing = PgWriter("writer", effects_dsn, before_write=broken)
     with pytest.raises(ProcessorCrashed) as raised:
-        await run_until([crashing], rt_settings, rt_options, registry, asyncio.sleep(30))
-    assert isinstance(raised.value.__cause__, ConnectionError)
-    assert crashing.calls == rt_options.max_attempts
-    assert {crashing.seen[0]} <= set(second.values())  # it only ever saw the new records
+        await run_until(
+            [crashing], rt_settings, replace(rt_options, dlq_limit=0), registry, asyncio.sleep(30)
+        )
+    assert isinstance(raised.value.__cause__, DeadLetterLimitExceeded)
+    assert crashing.calls >= rt_options.max_attempts
+    assert set(crashing.seen) <= set(second.values())  # it only ever saw the new records
     assert await effect_ids(effects_dsn, "writer") == list(range(40))
     assert committed(rt_settings, "writer") == committed_before
 
@@ -180,10 +245,13 @@ async def test_after_a_crash_records_no_processor_saw_are_never_committed(
     first = produce(rt_settings, [{"id": i} for i in range(20)])
 
     async def broken(batch: Sequence[Record]) -> None:
-        raise ConnectionError("database away")
+        raise ValueError("a bug")
 
     runtime = ProcessorRuntime(
-        PgWriter("writer", effects_dsn, before_write=broken), rt_settings, rt_options, registry=registry
+        PgWriter("writer", effects_dsn, before_write=broken),
+        rt_settings,
+        replace(rt_options, dlq_limit=0),  # crashes at the first record it would dead-letter
+        registry=registry,
     )
     await runtime.start()
     try:

@@ -1,4 +1,5 @@
-"""run_processors' argument checks and run_worker: unknown names, SIGTERM handling."""
+"""run_processors' argument checks and run_worker: unknown names, SIGTERM handling, a crashed
+processor restarted instead of ending the worker, a processor that cannot run ending it."""
 
 from __future__ import annotations
 
@@ -6,13 +7,25 @@ import asyncio
 import os
 import signal
 import threading
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from memstream.config import Settings
+from memstream.engines import Engines
 from processors.registry import ProcessorFactory
-from streams.runtime import RuntimeOptions, UnknownProcessor, run_processors, run_worker
+from streams.runtime import (
+    ProcessorCrashed,
+    Record,
+    RuntimeOptions,
+    UnknownProcessor,
+    run_processors,
+    run_worker,
+)
+from streams.runtime.errors import ProcessorCannotRun
+from streams.runtime.processor import InvalidMessage, Processor
 from streams.topics import TopicRegistry, default_registry
 from tests.streams.runtime.support import PgWriter, committed, create_effects_table, produce, wait_for_effects
 
@@ -78,3 +91,54 @@ async def test_a_stop_during_start_returns_and_closes_the_processor(tmp_path: Pa
     stop.set()
     await asyncio.wait_for(task, 10)
     assert hanging.stopped
+
+
+def test_run_worker_restarts_a_crashed_processor_instead_of_exiting(
+    rt_settings: Settings, rt_options: RuntimeOptions, registry: TopicRegistry, pg_dsn: str
+) -> None:
+    """Regression (issue 9, finding 1): `memstream worker NAME` exited when its processor crashed."""
+    asyncio.run(create_effects_table(pg_dsn))
+    produce(rt_settings, [{"id": i} for i in range(20)])
+    built: list[Processor] = []
+
+    async def a_bug(batch: Sequence[Record]) -> None:
+        raise InvalidMessage(Record("elsewhere", 0, 0, None, None, (), None), "not from this batch")
+
+    def factory(settings: Settings, _engines: Engines | None) -> Processor:
+        writer = PgWriter("writer", settings.postgres, before_write=None if built else a_bug)
+        built.append(writer)
+        return writer
+
+    def terminate_when_done() -> None:
+        asyncio.run(wait_for_effects(pg_dsn, "writer", 20, within_s=60))
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    watcher = threading.Thread(target=terminate_when_done, daemon=True)
+    watcher.start()
+    run_worker(
+        "writer",
+        rt_settings,
+        options=replace(rt_options, restart_backoff_initial_s=0.1),
+        registry=registry,
+        processors={"writer": factory},
+    )
+    watcher.join(5)
+    assert len(built) == 2
+    assert asyncio.run(wait_for_effects(pg_dsn, "writer", 20, within_s=1)) == list(range(20))
+
+
+def test_run_worker_exits_when_its_processor_cannot_run_here(tmp_path: Path) -> None:
+    class NeedsTheNode(PgWriter):
+        async def start(self) -> None:
+            raise ProcessorCannotRun("this processor runs inside the node, not as a worker")
+
+    options = RuntimeOptions(restart_backoff_initial_s=0.05)
+    with pytest.raises(ProcessorCrashed, match="runs inside the node") as raised:
+        run_worker(
+            "writer",
+            Settings(data_dir=tmp_path),
+            options=options,
+            registry=default_registry().with_dead_letter("writer"),
+            processors={"writer": lambda s, _e: NeedsTheNode("writer", "postgresql://unused")},
+        )
+    assert isinstance(raised.value.__cause__, ProcessorCannotRun)

@@ -104,7 +104,13 @@ async def test_store_recall_forget_over_http(
     assert body["tool"] == "memory_store"
     assert (body["result"]["outcome"], body["result"]["visibility"]) == ("created", "private")
 
-    anonymous = await call(memory_client, keys.acme, "memory_store", {**STORE, "key": "team.name"})
+    profile_without_user = await call(memory_client, keys.acme, "memory_store", {**STORE, "key": "team.name"})
+    error = profile_without_user.json()["error"]
+    assert (profile_without_user.status_code, error["code"]) == (422, "user_profile_without_user")
+    assert "project_fact" in error["message"] and await count(pool) == 1
+    anonymous = await call(
+        memory_client, keys.acme, "memory_store", {**STORE, "key": "team.name", "category": "project_fact"}
+    )
     assert anonymous.json()["result"]["visibility"] == "shared"
     assert "shared" in anonymous.json()["result"]["notes"][0]
 

@@ -58,7 +58,7 @@ async def test_metadata_lowers_window(client: httpx.AsyncClient, keys: Keys) -> 
     body = (await client.get("/v1/threads/t1/context", headers=keys.acme)).json()
     assert [m["content"] for m in body["messages"]] == ["message 8", "message 9"]
     assert body["metadata"]["window_size"] == 2
-    assert "summary_version" not in body["metadata"]  # none yet (None fields are omitted)
+    assert body["metadata"]["summary_version"] is None  # none yet
 
 
 async def test_tool_calls_are_openai_shaped(client: httpx.AsyncClient, keys: Keys) -> None:
@@ -76,6 +76,7 @@ async def test_tool_calls_are_openai_shaped(client: httpx.AsyncClient, keys: Key
         {"role": "user", "content": "weather?"},
         {
             "role": "assistant",
+            "content": None,
             "tool_calls": [
                 {
                     "id": "c1",

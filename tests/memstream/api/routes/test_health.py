@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import shutil
 import uuid
 
 import asyncpg
@@ -34,6 +35,18 @@ async def test_readyz_fails_when_journal_closed(client: httpx.AsyncClient, journ
     assert body["checks"]["journal"]["ok"] is False
     assert "closed" in body["checks"]["journal"]["error"]
     assert (await client.get("/healthz")).status_code == 200  # liveness is unaffected
+
+
+async def test_readyz_recreates_a_deleted_summaries_folder(
+    client: httpx.AsyncClient, api_settings: Settings
+) -> None:
+    assert (await client.get("/readyz")).status_code == 200
+    folder = api_settings.data_path / "objects"
+    shutil.rmtree(folder)
+    response = await client.get("/readyz")  # not 503 until a summary happens to be written
+    assert response.status_code == 200, response.json()
+    assert response.json()["checks"]["object_store"] == {"ok": True}
+    assert folder.is_dir()
 
 
 async def test_readyz_fails_when_postgres_gone(client: httpx.AsyncClient, pool: asyncpg.Pool) -> None:

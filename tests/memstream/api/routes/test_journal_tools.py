@@ -58,6 +58,8 @@ def transcript() -> list[TranscriptRow]:
         ),
         acme("a2", 0, "Is an invoice refund possible in March?", user_id="alice"),
         acme("b1", 0, "Bob asks about an invoice refund.", user_id="bob"),
+        acme("n1", 0, "An invoice refund question from a thread without a user."),
+        acme("n1", 1, "", role="tool", tool_call_id="call-1", tool_result="the anonymous result"),
         row("g1", 0, "globex invoice refund", account_id="globex", agent_id="bot", user_id="alice"),
         row("o1", 0, "other agent invoice refund", account_id="acme", agent_id="bot2", user_id="alice"),
     ]
@@ -106,7 +108,7 @@ async def mcp(pool: asyncpg.Pool) -> dict[str, str]:
 
 @pytest.fixture
 async def threads(client: httpx.AsyncClient, keys: Keys) -> None:
-    for thread, user in [("a1", "alice"), ("a2", "alice"), ("b1", "bob")]:
+    for thread, user in [("a1", "alice"), ("a2", "alice"), ("b1", "bob"), ("n1", None)]:
         made = await client.put(
             f"/v1/threads/{thread}", json={"agent_id": "bot", "user_id": user}, headers=keys.acme
         )
@@ -159,7 +161,7 @@ async def test_works_without_memory_bound_or_served(
         journal_only_client, keys.acme, "journal_message_search", {"query": "refund", "summarize": False}
     )
     assert found.status_code == 200, found.text
-    assert found.json()["result"]["count"] == 4  # no user: every thread of the agent, user/assistant only
+    assert found.json()["result"]["count"] == 1  # no user: the threads without a user, user/assistant only
     memory = await call(journal_only_client, keys.acme, "memory_store", {"key": "k"})
     assert (memory.status_code, memory.json()["error"]["code"]) == (404, "unknown_tool")
 
@@ -203,7 +205,8 @@ async def test_scope_follows_the_thread_and_the_user(client: httpx.AsyncClient, 
     assert await threads_found(keys.acme, thread_id="a2") == {"a1", "a2"}  # acts for alice, the thread's user
     assert await threads_found(keys.acme, user_id="alice") == {"a1", "a2"}
     assert await threads_found(keys.acme, user_id="bob") == {"b1"}
-    assert await threads_found(keys.acme) == {"a1", "a2", "b1"}
+    assert await threads_found(keys.acme) == {"n1"}  # no user: only the threads without a user
+    assert await threads_found(keys.acme, thread_id="n1") == {"n1"}
     assert await threads_found(keys.globex, user_id="alice") == {"g1"}  # other account
     assert await threads_found(keys.acme, "bot2", user_id="alice") == {"o1"}  # other agent
     current = await call(
@@ -235,19 +238,22 @@ async def test_limit_bounds_and_summaries_over_http(client: httpx.AsyncClient, k
             "invalid_input",
             "arguments.limit",
         )
-    for limit, expected in ((1, 1), (50, 4)):
+    for limit, expected in ((1, 1), (50, 3)):
         found = await call(
             client,
             keys.acme,
             "journal_message_search",
             {"query": "refund", "limit": limit, "summarize": False},
+            user_id="alice",
         )
         assert (found.json()["result"]["limit"], found.json()["result"]["count"]) == (limit, expected)
     summarized = (
-        await call(client, keys.acme, "journal_message_search", '{"query": "invoice refund"}')
+        await call(
+            client, keys.acme, "journal_message_search", '{"query": "invoice refund"}', user_id="alice"
+        )
     ).json()
     threads = summarized["result"]["threads"]
-    assert {t["thread_id"] for t in threads} == {"a1", "a2", "b1"}
+    assert {t["thread_id"] for t in threads} == {"a1", "a2"}
     assert all(t["summary"] and "refund" in t["summary"].lower() for t in threads)
 
 
@@ -274,5 +280,50 @@ async def test_tool_call_view_over_http(client: httpx.AsyncClient, keys: Keys, m
     assert "call-1" in missing.json()["error"]["message"]
     other = await call(client, keys.globex, "journal_tool_call_view", {"tool_call_id": "call-1"})
     assert other.json()["error"]["code"] == "tool_call_not_found"
-    inside = await call(client, keys.acme, "journal_tool_call_view", {"tool_call_id": "call-1", "offset": 2})
+    inside = await call(
+        client, keys.acme, "journal_tool_call_view", {"tool_call_id": "call-1", "offset": 2}, user_id="alice"
+    )
     assert (inside.status_code, inside.json()["error"]["field"]) == (422, "arguments.offset")  # inside "ü"
+
+
+@pytest.mark.usefixtures("threads")
+async def test_a_thread_without_user_reads_no_users_transcripts(
+    client: httpx.AsyncClient, keys: Keys
+) -> None:
+    """Issue 9, finding 11: called from thread n1 (no user), both tools reach only the threads
+    without a user, on every path; naming a user cannot widen that."""
+    for arguments in (
+        {"query": "invoice refund", "limit": 50, "summarize": False},
+        {"query": "invoice refund", "limit": 50, "summarize": False, "scope": "current_thread"},
+        {"query": "invoice refund", "limit": 50},
+        {"query": "invoice refund", "limit": 50, "scope": "current_thread"},
+    ):
+        response = await call(client, keys.acme, "journal_message_search", arguments, thread_id="n1")
+        assert response.status_code == 200, response.text
+        result = response.json()["result"]
+        found = result["messages"] if "messages" in result else result["threads"]
+        assert {m["thread_id"] for m in found} == {"n1"}, arguments
+        assert "Bob" not in response.text and "30 euros" not in response.text
+    for extra in ({"thread_id": "n1"}, {}):
+        own = await call(client, keys.acme, "journal_tool_call_view", {"tool_call_id": "call-1"}, **extra)
+        assert own.status_code == 200, own.text
+        assert (own.json()["result"]["thread_id"], own.json()["result"]["content"]) == (
+            "n1",
+            "the anonymous result",
+        )
+        alices = await call(
+            client,
+            keys.acme,
+            "journal_tool_call_view",
+            {"tool_call_id": "call-1", "thread_id": "a1"},
+            **extra,
+        )
+        assert (alices.status_code, alices.json()["error"]["code"]) == (404, "tool_call_not_found")
+        assert "Zürich" not in alices.text
+    for tool, arguments in [
+        ("journal_message_search", {"query": "invoice refund"}),
+        ("journal_tool_call_view", {"tool_call_id": "call-1"}),
+    ]:
+        widened = await call(client, keys.acme, tool, arguments, thread_id="n1", user_id="alice")
+        assert (widened.status_code, widened.json()["error"]["code"]) == (409, "conflict"), widened.text
+        assert "has no user" in widened.json()["error"]["message"]

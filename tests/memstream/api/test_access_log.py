@@ -1,0 +1,100 @@
+"""An API key sent in a URL never reaches a log line (issue 9, finding 17): a real uvicorn server
+with the node's logging configuration, whose output is read back."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from urllib.parse import quote
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI
+
+from memstream.api.access_log import REDACTED, log_config, redact
+from memstream.embedded.process import free_port
+
+from .conftest import Keys
+
+KEY = "msk_" + "A1b2" * 10 + "xyz"
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (
+            'GET /v1/threads/t1?api_key=SECRET HTTP/1.1" 400',
+            'GET /v1/threads/t1?api_key=[REDACTED] HTTP/1.1" 400',
+        ),
+        ("/x?after=1&Token=abc&limit=2", "/x?after=1&Token=[REDACTED]&limit=2"),
+        ("/x?api%5Fkey=abc", "/x?api%5Fkey=[REDACTED]"),
+        (f"/x?q={quote(KEY)}", "/x?q=[REDACTED]"),
+        (f"/x?q={KEY}", "/x?q=[REDACTED]"),
+        (f"/v1/threads/{KEY}/context", f"/v1/threads/msk_{REDACTED}/context"),
+        (f"failed with Bearer {KEY}.", f"failed with Bearer msk_{REDACTED}."),
+        ("/v1/threads/t1/messages?after=5&limit=10", "/v1/threads/t1/messages?after=5&limit=10"),
+        ("msk_short is not a key", "msk_short is not a key"),
+    ],
+)
+def test_redact(line: str, expected: str) -> None:
+    assert redact(line) == expected
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """uvicorn applies the logging configuration process-wide: put the previous one back."""
+    names = ["", "uvicorn", "uvicorn.error", "uvicorn.access"]
+    saved = {name: (logging.getLogger(name).handlers[:], logging.getLogger(name).level) for name in names}
+    try:
+        yield
+    finally:
+        for name, (handlers, level) in saved.items():
+            logger = logging.getLogger(name)
+            logger.handlers[:] = handlers
+            logger.setLevel(level)
+
+
+@pytest.mark.usefixtures("restore_logging")
+async def test_keys_in_urls_never_reach_the_log(
+    app: FastAPI, keys: Keys, capfd: pytest.CaptureFixture[str]
+) -> None:
+    key = keys.acme["Authorization"].removeprefix("Bearer ")
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, host="127.0.0.1", port=port, log_level="info", lifespan="off", log_config=log_config()
+        )
+    )
+    serving = asyncio.create_task(server.serve())
+    try:
+        while not server.started:
+            assert not serving.done(), "uvicorn did not start"
+            await asyncio.sleep(0.02)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            refused = [
+                await client.get("/v1/threads/t1", params={"api_key": key}),
+                await client.get(f"/v1/threads/t1?api%5Fkey={quote(key)}"),
+                await client.get("/v1/threads/t1/messages", params={"after": "-1", "x": key}),
+                await client.get("/v1/threads/t1", params={"token": key}, headers=keys.acme),
+            ]
+            assert [r.status_code for r in refused] == [400, 400, 400, 400]
+            in_path = await client.get(f"/v1/threads/{key}/context", headers=keys.acme)
+            assert in_path.status_code == 404
+            logging.getLogger("memstream.test").warning("the caller sent %s", key)
+            try:
+                raise ValueError(f"bad header Bearer {key}")
+            except ValueError:
+                logging.getLogger("memstream.test").exception("a request failed")
+    finally:
+        server.should_exit = True
+        await serving
+    out, err = capfd.readouterr()
+    logged = out + err
+    assert "GET /v1/threads/t1?api_key=[REDACTED] HTTP/1.1" in logged, logged
+    assert "400" in logged and "404" in logged
+    assert "the caller sent msk_[REDACTED]" in logged
+    assert "ValueError: bad header Bearer msk_[REDACTED]" in logged
+    assert key not in logged
+    assert key.removeprefix("msk_")[:20] not in logged  # not even a part of it
