@@ -42,7 +42,7 @@ def test_partition_for_is_the_producers_default_partitioner(broker: str) -> None
     assert producer.flush(20) == 0
     assert len(delivered) == len(keys)
     assert all(partition == partition_for(key, 6) for key, partition in delivered)
-    admin.delete_topics([topic])
+    admin.delete_topics([topic])[topic].result(timeout=20)
 
 
 def test_a_pass_stamps_each_record_with_its_partitions_previous_seq() -> None:
