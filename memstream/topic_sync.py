@@ -165,6 +165,7 @@ class EntriesTopicGuard(TopicGuard):
         )
 
     async def refill(self) -> str | None:
+        self.relay.interrupt()  # a round stuck on the replaced topic must give up the relays' lock
         count = await self.relay.republish_unapplied()
         if count == 0:
             return None

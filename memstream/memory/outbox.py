@@ -202,6 +202,7 @@ class EntriesOutboxRelay:
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._closing = False
+        self._replace_producer = threading.Event()  # interrupt(): publish with a new producer
 
     def notify(self) -> None:
         """Wake a running relay now (normally done by Postgres NOTIFY)."""
@@ -234,6 +235,8 @@ class EntriesOutboxRelay:
                 return "stopped"
             if self._closing:
                 return "closed"
+            if self._replace_producer.is_set():
+                return "producer must be replaced"
             return None
 
         async with self._lock, self.pool.acquire() as conn, conn.transaction():
@@ -264,6 +267,12 @@ class EntriesOutboxRelay:
         self.stats.published += len(batch)
         self.stats.batches += 1
         return len(batch)
+
+    def interrupt(self) -> None:
+        """The broker replaced the topic: abort the round in progress, if any (its rows stay in the
+        outbox), and publish the next batch with a new producer. An idempotent producer can wait
+        forever for a partition that was recreated, holding the relays' lock and its transaction."""
+        self._replace_producer.set()
 
     async def republish_unapplied(self) -> int:
         """Move every row confirmed on the topic but not applied by the projection back into the
@@ -374,7 +383,9 @@ class EntriesOutboxRelay:
         self._wake.clear()
 
     def _ensure_producer(self) -> Producer:
-        if self._producer is None:
+        if self._producer is None or self._replace_producer.is_set():
+            self._drop_producer()
+            self._replace_producer.clear()
             self._producer = make_producer(
                 self.settings,
                 client_id="memstream-memory-outbox",

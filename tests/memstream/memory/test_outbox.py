@@ -19,6 +19,7 @@ from memstream.memory.outbox import RELAY_LOCK_KEY, AppliedOutbox, EntriesOutbox
 from memstream.memory.service import MemoryService
 from streams.admin import apply_topics
 from streams.topics import load_topics
+from tests.memstream.own_broker import own_broker
 from tests.memstream.relay_support import consume_from_start, relay_settings_on
 
 from .helpers import FakeClock, outbox, scope
@@ -267,3 +268,41 @@ async def test_rows_not_applied_go_back_into_the_outbox_after_a_broker_loss(
         assert await relay.republish_unapplied() == 3  # still not applied: they would go back again
     finally:
         await relay.close()
+
+
+async def test_interrupt_frees_a_round_stuck_on_a_recreated_topic(
+    service: MemoryService, pool: asyncpg.Pool, topic_prefix: str, tmp_path: Path
+) -> None:
+    """After the broker recreated memory.entries, the idempotent producer can wait forever for a
+    partition it wrote to before (seen on Tansu), holding the relays' lock: `interrupt` aborts that
+    round (its rows stay) and the next one publishes with a new producer."""
+    with own_broker(tmp_path / "broker") as broker:
+        settings = Settings(
+            data_dir=tmp_path / "data", broker_url=f"kafka://{broker.bootstrap}", topic_prefix=topic_prefix
+        )
+        apply_topics(settings, REGISTRY)
+        for i in range(12):
+            await service.store(scope(), f"k.{i}", f"v {i}", "project_fact", scope_visibility="shared")
+        relay = EntriesOutboxRelay(pool, settings, poll_interval=0.1, max_backoff=0.2)
+        try:
+            await relay.drain()
+            broker.restart()
+            apply_topics(settings, REGISTRY)
+            for i in range(12):
+                await service.store(
+                    scope(), f"k.{i}", f"v {i} again", "project_fact", scope_visibility="shared"
+                )
+            stop = asyncio.Event()
+            task = asyncio.create_task(relay.run(stop))
+            try:
+                await asyncio.sleep(4)
+                stuck = await relay.pending() > 0
+                relay.interrupt()
+                assert await eventually(lambda: _empty(relay), 20)
+            finally:
+                stop.set()
+                await asyncio.wait_for(task, 10)
+        finally:
+            await relay.close()
+        assert stuck  # without the interrupt, nothing moved
+        assert len(consume(settings, 12)) == 12
