@@ -154,20 +154,21 @@ def test_up_starts_at_once_after_the_whole_tree_was_killed(env: dict[str, str], 
 def test_a_fenced_node_stops_the_stack_for_good(env: dict[str, str], tmp_path: Path) -> None:
     log = tmp_path / "up.log"
     proc = start_up(env, log)
-    other = subprocess.Popen(
-        [sys.executable, "-m", "memstream", "node"],
-        env={
-            **env,
-            "MEMSTREAM_DATA_DIR": str(tmp_path / "other"),
-            "MEMSTREAM_JOURNAL_URL": f"file://{_data(env) / 'journal'}",
-            "MEMSTREAM_BROKER_URL": f"kafka://127.0.0.1:{env['MEMSTREAM_PORTS__BROKER']}",
-            "MEMSTREAM_POSTGRES_DSN": f"postgresql://postgres@127.0.0.1:{env['MEMSTREAM_PORTS__POSTGRES']}/memstream",
-            "MEMSTREAM_REDIS_URL": f"redis://127.0.0.1:{env['MEMSTREAM_PORTS__REDIS']}/0",
-            "MEMSTREAM_API_PORT": str(free_port()),
-        },
-        stdout=(tmp_path / "other.log").open("wb"),
-        stderr=subprocess.STDOUT,
-    )
+    with (tmp_path / "other.log").open("wb") as other_log:
+        other = subprocess.Popen(
+            [sys.executable, "-m", "memstream", "node"],
+            env={
+                **env,
+                "MEMSTREAM_DATA_DIR": str(tmp_path / "other"),
+                "MEMSTREAM_JOURNAL_URL": f"file://{_data(env) / 'journal'}",
+                "MEMSTREAM_BROKER_URL": f"kafka://127.0.0.1:{env['MEMSTREAM_PORTS__BROKER']}",
+                "MEMSTREAM_POSTGRES_DSN": f"postgresql://postgres@127.0.0.1:{env['MEMSTREAM_PORTS__POSTGRES']}/memstream",
+                "MEMSTREAM_REDIS_URL": f"redis://127.0.0.1:{env['MEMSTREAM_PORTS__REDIS']}/0",
+                "MEMSTREAM_API_PORT": str(free_port()),
+            },
+            stdout=other_log,
+            stderr=subprocess.STDOUT,
+        )
     try:
         code = proc.wait(90)  # the other node opened the journal: ours is fenced, and the stack stops
         output = log.read_text()
