@@ -186,9 +186,11 @@ class Supervisor:
             for i, proc in enumerate(self.services):
                 if not proc.alive():
                     self.services[i] = self._restart(proc, functools.partial(self._start_service, proc.name))
+                    self.write_state()
             if self.node is not None and not self.node.alive():
                 self._check_not_fenced(self.node)
                 self.node = self._restart(self.node, self._start_node)
+                self.write_state()
 
     def _check_not_fenced(self, node: ManagedProcess) -> None:
         if node.proc is not None and node.proc.returncode == exit_codes.FENCED:
@@ -222,7 +224,6 @@ class Supervisor:
             except ServiceError as exc:
                 reason = f"did not start again ({exc})"
                 continue
-            self.write_state()
             self.say(f"  {name} ready again")
             return replacement
 

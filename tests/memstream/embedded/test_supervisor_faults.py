@@ -64,8 +64,12 @@ def _stop(proc: subprocess.Popen[bytes]) -> int:
 
 def _kill_and_wait_restart(log: Path, env: dict[str, str], name: str) -> None:
     mark = len(log.read_text())
-    os.kill(running_pids(env)[name], signal.SIGKILL)
+    killed = running_pids(env)[name]
+    os.kill(killed, signal.SIGKILL)
     wait_for_line(log, f"{name} ready again", after=mark)
+    time.sleep(0.5)
+    restarted = running_pids(env)[name]  # `memstream status` shows the new process
+    assert restarted != killed and process_alive(restarted), (name, killed, restarted)
 
 
 def _verify_until_clean(env: dict[str, str], timeout: float = 120) -> str:
