@@ -7,9 +7,8 @@ the driver's connection errors, wherever a route or its authentication meets the
 `postgres_unavailable` with `Retry-After`, on every route. Request validation errors (bad JSON,
 wrong types, message rules) are 422 `invalid_input` (or the specific code of `memstream.inputs`:
 `invalid_text`, `json_too_deep`, `number_out_of_range`, `invalid_encoding`) naming the first
-offending field
-(`messages[0].content`); `details` lists every problem when there are several. Unexpected
-exceptions are 500 `internal_error` without internals in the body.
+offending field (`messages[0].content`); `details` lists every problem when there are several.
+Unexpected exceptions are 500 `internal_error` without internals in the body.
 """
 
 from __future__ import annotations
