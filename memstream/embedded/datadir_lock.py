@@ -8,7 +8,7 @@ held until the supervisor AND every child have exited - a killed supervisor's ch
 are dying: `parent_death`) keep a second `up` off the data directory until they are gone.
 
 A second `acquire` while the lock is held:
-- refuses at once when the pid in the file is a live process (another `up` runs);
+- refuses at once when the pid in the file is a live memstream process (another `up` runs);
 - otherwise waits up to `wait_s` for the holders - children of a supervisor that died, stopping
   on their parent-death signal - to exit, then takes the lock; when they outlive the wait it
   refuses, naming them.
@@ -39,6 +39,18 @@ def process_alive(pid: int) -> bool:
         return False
     except psutil.AccessDenied:
         return True
+
+
+def _is_memstream(pid: int) -> bool:
+    """True when `pid` is a live process running memstream (not a pid reused by something else)."""
+    if not process_alive(pid):
+        return False
+    try:
+        return "memstream" in " ".join(psutil.Process(pid).cmdline())
+    except psutil.AccessDenied:
+        return True
+    except psutil.Error:
+        return False
 
 
 def lock_holders(path: Path) -> list[int]:
@@ -89,7 +101,7 @@ class DataDirLock:
         handle.seek(0)
         recorded = handle.read().strip()
         supervisor = int(recorded) if recorded.isdigit() else 0
-        if supervisor and process_alive(supervisor):
+        if supervisor and _is_memstream(supervisor):
             raise ServiceError(
                 f"memstream is already running on {self.data_dir} (pid {supervisor}). Use `memstream "
                 "status` to see it, stop it with Ctrl-C/SIGTERM, or use another --data-dir."

@@ -3,6 +3,7 @@ was killed, taken once they are gone."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -83,3 +84,20 @@ def test_the_children_of_a_killed_supervisor_hold_the_lock_until_they_exit(tmp_p
         lock.release()
         if process_alive(child):
             os.kill(child, 9)
+
+
+def test_a_recorded_pid_reused_by_another_program_is_not_a_running_supervisor(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    lock_file = data / "run" / "lock"
+    lock_file.parent.mkdir(parents=True)
+    with lock_file.open("a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        holder = subprocess.Popen(["sleep", "1"], pass_fds=(handle.fileno(),))  # keeps the lock 1 s
+    lock_file.write_text(str(holder.pid))  # as if a dead supervisor's pid had been reused by `sleep`
+    lock = DataDirLock(data)
+    try:
+        lock.acquire(wait_s=30)  # waits for the holder instead of calling `sleep` a running memstream
+        assert holder.poll() is not None or not process_alive(holder.pid)
+    finally:
+        lock.release()
+        holder.wait(10)
