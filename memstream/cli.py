@@ -48,7 +48,11 @@ def main(data_dir: Path | None) -> None:
 
 @main.command()
 def up() -> None:
-    """Start the embedded stack (broker, PostgreSQL, Redis) and the node, in the foreground."""
+    """Start the embedded stack (broker, PostgreSQL, Redis) and the node, in the foreground.
+
+    Restarts whatever dies (within a bounded rate). Exit 0 stopped on request, 1 failed, 4 another
+    writer took the journal (the node was not restarted).
+    """
     from memstream.embedded.process import ServiceError
     from memstream.embedded.supervisor import up as run_up
 
@@ -62,11 +66,16 @@ def up() -> None:
 
 @main.command()
 def node() -> None:
-    """Run the node alone (API, journal writer, relay, processors) against configured services."""
+    """Run the node alone (API, journal writer, relay, processors) against configured services.
+
+    Exit 0 stopped on request, 1 failed (or its stop outlived the deadline after SIGINT/SIGTERM),
+    4 another writer took the journal: do not restart it before deciding which node owns it.
+    """
     from memstream.node import serve
+    from memstream.shutdown import exit_process
 
     settings = load_settings()
-    sys.exit(serve(settings))
+    exit_process(serve(settings))
 
 
 @main.command()

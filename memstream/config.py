@@ -135,6 +135,12 @@ class Settings(BaseSettings):
     embedding_model: ModelSettings = ModelSettings(model="all-MiniLM-L6-v2-int8")
 
     hygiene_at: time = Field(default=time(3, 0), description="UTC time of the daily memory hygiene pass")
+    stop_deadline_s: float = Field(
+        default=8.0,
+        gt=0,
+        description="after SIGINT/SIGTERM the node stops in order, or exits anyway after this long "
+        "(acknowledged appends are durable either way)",
+    )
 
     # journal tuning
     journal_flush_interval_ms: int = 2

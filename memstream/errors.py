@@ -43,6 +43,17 @@ class JournalFenced(MemstreamError):
     code = "journal_fenced"
 
 
+class PostgresUnavailable(MemstreamError):
+    """PostgreSQL cannot be reached right now (down, restarting, the connection broke); the call did
+    not complete. `retry_after_s` says when to try again."""
+
+    code = "postgres_unavailable"
+
+    def __init__(self, message: str, *, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class JournalUnavailable(MemstreamError):
     """The journal cannot be read or written right now (storage error); the call did not succeed."""
 

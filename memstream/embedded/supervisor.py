@@ -2,16 +2,26 @@
 
 Order: broker, PostgreSQL, Redis (each only when its URL is not configured), database + schema,
 a first API key, then the node process (`memstream node`: API, journal writer, relay,
-processors). A node that crashes is restarted (the journal and relay resume where they were); an
-embedded server that dies stops everything with its log tail. Shutdown runs in reverse order.
+processors). Shutdown runs in reverse order.
 
+Faults: a process that dies is restarted (`restarts.RestartBudget`: at once, then with a doubling
+backoff; more than 5 restarts of one process within a minute stop the stack with its log tail).
+The journal is the source of truth, so the node rides out a restarted server: it republishes to a
+broker that lost its topics, reconnects to PostgreSQL (the API answers 503 `postgres_unavailable`
+meanwhile) and to Redis. A node that exits with `exit_codes.FENCED` (another writer took the
+journal) is not restarted: the stack stops and `up` exits with that status.
+
+Every child dies with the supervisor (`parent_death`), even when it is killed, and inherits the
+data directory's lock (`datadir_lock`), so a second `up` stays off the data directory until the
+last of them is gone. Files are private to the running user (`memstream.permissions`).
 All data lives under the data directory; `run/state.json` describes the running stack for
-`memstream status`, and `run/lock` keeps a second `up` off the same data directory.
+`memstream status`, and `run/lock` is the lock.
 """
 
 from __future__ import annotations
 
-import fcntl
+import dataclasses
+import functools
 import json
 import os
 import signal
@@ -21,15 +31,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import httpx
 
-from memstream.config import Settings
+from memstream import exit_codes
+from memstream.config import Settings, mask_url
 from memstream.embedded import services
+from memstream.embedded.datadir_lock import DataDirLock
 from memstream.embedded.process import ManagedProcess, ServiceError, require_free_port
-
-NODE_RESTARTS_PER_MINUTE = 5
+from memstream.embedded.restarts import RestartBudget, RestartsExhausted
+from memstream.permissions import private_data_dir, private_file, restrict_umask
 
 
 def run_dir(settings: Settings) -> Path:
@@ -46,39 +58,6 @@ def read_state(settings: Settings) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data
-
-
-class DataDirLock:
-    """An exclusive lock on the data directory, held for the supervisor's lifetime."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.path = run_dir(settings) / "lock"
-        self._file: IO[str] | None = None
-
-    def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = self.path.open("a+")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            handle.close()
-            raise ServiceError(
-                f"memstream is already running on {self.path.parent.parent} (pid {holder}). "
-                "Use `memstream status` to see it, stop it with Ctrl-C/SIGTERM, or use another --data-dir."
-            ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(str(os.getpid()))
-        handle.flush()
-        self._file = handle
-
-    def release(self) -> None:
-        if self._file is not None:
-            fcntl.flock(self._file, fcntl.LOCK_UN)
-            self._file.close()
-            self._file = None
 
 
 def node_process(settings: Settings) -> ManagedProcess:
@@ -101,50 +80,66 @@ def http_ok(url: str, timeout: float = 1.0) -> bool:
         return False
 
 
+class NodeFenced(ServiceError):
+    """The node exited with `exit_codes.FENCED`: another writer took the journal."""
+
+
 @dataclass
 class Supervisor:
+    """`keep_fds` (the data directory's lock) are inherited by every child."""
+
     settings: Settings
     say: Callable[[str], None] = print
+    keep_fds: tuple[int, ...] = ()
     services: list[ManagedProcess] = field(default_factory=list)
     node: ManagedProcess | None = None
     _stopping: bool = False
-    _restarts: list[float] = field(default_factory=list)
+    _budgets: dict[str, RestartBudget] = field(default_factory=dict)
 
     def start(self) -> None:
         """Start every embedded server and the node; raise ServiceError with a fix on failure."""
         s = self.settings
-        s.data_path.mkdir(parents=True, exist_ok=True)
         wanted = s.uses_embedded_services
-        makers: dict[str, Callable[[], ManagedProcess]] = {
-            "broker": lambda: services.broker_process(s.data_path, s.ports.broker),
-            "postgres": lambda: services.postgres_process(s.data_path, s.ports.postgres),
-            "redis": lambda: services.redis_process(s.data_path, s.ports.redis),
-        }
-        for name, make in makers.items():
+        # 0711 when embedded PostgreSQL runs as its own OS user, which must reach <data dir>/postgres
+        # (that directory is its own, 0700); 0700 otherwise. See memstream.permissions.
+        traversable = wanted["postgres"] and services.postgres_runs_as_other_user()
+        private_data_dir(s.data_path, traversable=traversable)
+        for name in ("broker", "postgres", "redis"):
             if not wanted[name]:
                 self.say(f"  {name:<9} external ({self._address(name)})")
                 continue
-            proc = make()
             started = time.monotonic()
-            proc.start()
-            self.services.append(proc)
+            self.services.append(self._start_service(name))
             self.say(f"  {name:<9} ready on {self._address(name)} ({time.monotonic() - started:.1f}s)")
             if name == "postgres":
                 services.ensure_database(s.ports.postgres)
         self._prepare_node()
-        self.node = node_process(s)
         started = time.monotonic()
-        self.node.start(timeout=120)
+        self.node = self._start_node()
         self.say(
             f"  {'node':<9} ready on http://{s.api_host}:{s.api_port} ({time.monotonic() - started:.1f}s)"
             f" - API docs at http://{s.api_host}:{s.api_port}/docs"
         )
         self.write_state()
 
+    def _start_service(self, name: str) -> ManagedProcess:
+        s = self.settings
+        makers: dict[str, Callable[[], ManagedProcess]] = {
+            "broker": lambda: services.broker_process(s.data_path, s.ports.broker),
+            "postgres": lambda: services.postgres_process(s.data_path, s.ports.postgres),
+            "redis": lambda: services.redis_process(s.data_path, s.ports.redis),
+        }
+        proc = dataclasses.replace(makers[name](), keep_fds=self.keep_fds)
+        proc.start()
+        return proc
+
+    def _start_node(self) -> ManagedProcess:
+        node = dataclasses.replace(node_process(self.settings), keep_fds=self.keep_fds)
+        node.start(timeout=120)
+        return node
+
     def _address(self, name: str) -> str:
         s = self.settings
-        from memstream.config import mask_url
-
         return {"broker": s.broker_bootstrap, "postgres": mask_url(s.postgres), "redis": mask_url(s.redis)}[
             name
         ]
@@ -155,6 +150,7 @@ class Supervisor:
 
         key_file = self.settings.data_path / "api-key"
         created = prepare(self.settings, key_file)
+        private_file(key_file)
         if created:
             self.say(f"  api key   created for account 'default': stored in {key_file}")
         else:
@@ -181,35 +177,62 @@ class Supervisor:
         tmp.replace(path)
 
     def watch(self, poll: float = 0.5) -> None:
-        """Block until asked to stop; restart a crashed node, stop on a dead embedded server."""
+        """Block until asked to stop; restart whatever died (module doc). Raises ServiceError when a
+        process cannot stay up, NodeFenced when the node lost the journal to another writer."""
         while not self._stopping:
             time.sleep(poll)
             if self._stopping:
                 break
-            for proc in self.services:
+            for i, proc in enumerate(self.services):
                 if not proc.alive():
-                    raise ServiceError(
-                        f"embedded {proc.name} exited unexpectedly; its log is {proc.log_path}:\n"
-                        f"{proc.log_tail()}"
-                    )
+                    self.services[i] = self._restart(proc, functools.partial(self._start_service, proc.name))
+                    self.write_state()
             if self.node is not None and not self.node.alive():
-                self._restart_node()
+                self._check_not_fenced(self.node)
+                self.node = self._restart(self.node, self._start_node)
+                self.write_state()
 
-    def _restart_node(self) -> None:
-        assert self.node is not None
-        now = time.monotonic()
-        self._restarts = [t for t in self._restarts if now - t < 60] + [now]
-        if len(self._restarts) > NODE_RESTARTS_PER_MINUTE:
-            raise ServiceError(
-                f"the node crashed {len(self._restarts)} times within a minute; see {self.node.log_path}:\n"
-                f"{self.node.log_tail()}"
+    def _check_not_fenced(self, node: ManagedProcess) -> None:
+        if node.proc is not None and node.proc.returncode == exit_codes.FENCED:
+            raise NodeFenced(
+                f"the node stopped for good: another writer opened the journal at "
+                f"{mask_url(self.settings.journal)} (node log: {node.log_path}). memstream up does not "
+                "restart it, because a restarted node would fence that writer in turn. Decide which one "
+                "owns the journal, stop the other, then run `memstream up` again."
             )
-        code = self.node.proc.returncode if self.node.proc else None
-        self.say(f"  node exited (code {code}); restarting - log: {self.node.log_path}")
-        self.node = node_process(self.settings)
-        self.node.start(timeout=120)
-        self.write_state()
-        self.say("  node ready again")
+
+    def _restart(self, dead: ManagedProcess, start: Callable[[], ManagedProcess]) -> ManagedProcess:
+        """Start `dead`'s replacement with `start`, within its restart budget (module doc)."""
+        name = dead.name
+        code = dead.proc.returncode if dead.proc is not None else None
+        budget = self._budgets.setdefault(name, RestartBudget())
+        reason = f"exited (code {code})"
+        while True:
+            try:
+                delay = budget.next_delay(time.monotonic())
+            except RestartsExhausted as exc:
+                raise ServiceError(
+                    f"{name} cannot stay up: it {reason} and needed {exc.count} restarts within a minute; "
+                    f"its log is {dead.log_path}:\n{dead.log_tail()}"
+                ) from None
+            when = f" in {delay:.0f}s" if delay else ""
+            self.say(f"  {name} {reason}; restarting{when} - log: {dead.log_path}")
+            if not self._pause(delay):
+                return dead  # asked to stop meanwhile
+            try:
+                replacement = start()
+            except ServiceError as exc:
+                reason = f"did not start again ({exc})"
+                continue
+            self.say(f"  {name} ready again")
+            return replacement
+
+    def _pause(self, seconds: float) -> bool:
+        """Sleep `seconds` unless asked to stop (False then)."""
+        deadline = time.monotonic() + seconds
+        while not self._stopping and time.monotonic() < deadline:
+            time.sleep(min(0.1, deadline - time.monotonic()))
+        return not self._stopping
 
     def request_stop(self, *_: object) -> None:
         self._stopping = True
@@ -221,7 +244,7 @@ class Supervisor:
             self.node.stop(timeout=30)
         for proc in reversed(self.services):
             self.say(f"  stopping {proc.name}")
-            proc.stop(sig=services.POSTGRES_STOP_SIGNAL if proc.name == "postgres" else signal.SIGTERM)
+            proc.stop()
         try:
             state_path(self.settings).unlink()
         except FileNotFoundError:
@@ -229,23 +252,27 @@ class Supervisor:
 
 
 def up(settings: Settings, say: Callable[[str], None] = print) -> int:
-    """Run the embedded stack in the foreground; returns the process exit code."""
-    lock = DataDirLock(settings)
-    lock.acquire()
-    supervisor = Supervisor(settings, say=say)
+    """Run the embedded stack in the foreground; returns the process exit code (`exit_codes`)."""
+    restrict_umask()
+    lock = DataDirLock(settings.data_path)
+    lock.acquire(say=say)
+    supervisor = Supervisor(settings, say=say, keep_fds=(lock.fd,))
     previous = {sig: signal.signal(sig, supervisor.request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     say(f"memstream: starting the embedded stack in {settings.data_path}")
-    code = 0
+    code = exit_codes.OK
     try:
         supervisor.start()
         say("memstream is up. Ctrl-C stops it; `memstream status` shows it from another shell.")
         supervisor.watch()
+    except NodeFenced as exc:
+        say(f"error: {exc}")
+        code = exit_codes.FENCED
     except ServiceError as exc:
         say(f"error: {exc}")
-        code = 1
+        code = exit_codes.FAILED
     except subprocess.SubprocessError as exc:
         say(f"error: {exc}")
-        code = 1
+        code = exit_codes.FAILED
     finally:
         say("memstream: shutting down")
         supervisor.stop()

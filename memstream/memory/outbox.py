@@ -303,7 +303,7 @@ class EntriesOutboxRelay:
         backoff = 0.1
         try:
             while not stop.is_set():
-                if listener is None or listener.is_closed():
+                if listener is None or not _usable(listener):
                     listener = await self._listen(listener)
                 try:
                     count = await self._round(stop)
@@ -444,3 +444,12 @@ class EntriesOutboxRelay:
                 f"delivered to {self.topic}: {failures[0].error.str()} (run `memstream topics apply` if the "
                 "topic is missing)"
             )
+
+
+def _usable(conn: asyncpg.pool.PoolConnectionProxy) -> bool:
+    """False when the listening connection closed, or the pool took it back because its server went
+    away (asking a released proxy raises InterfaceError): LISTEN again on a fresh one."""
+    try:
+        return not conn.is_closed()
+    except asyncpg.InterfaceError:
+        return False

@@ -348,6 +348,7 @@ def test_stopping_while_the_broker_is_unreachable_takes_seconds_and_commits_noth
     options = short_options(request, batch_size=100, batch_wait_s=0.05, drain_timeout_s=10.0)
     journal_url = f"file://{tmp_path}/journal"
     ends: dict[int, int] = {}
+    crossing: list[int] = []  # the request's to_offset (one thread: its partition offsets are its offsets)
 
     @asynccontextmanager
     async def opened() -> AsyncIterator[tuple[SlateJournal, asyncpg.Pool, ThresholdStore]]:
@@ -377,12 +378,18 @@ def test_stopping_while_the_broker_is_unreachable_takes_seconds_and_commits_noth
             )
 
             async def blocked() -> bool:  # the request is decided and waits for the broker
-                return await ledger.get(SCOPE) is not None
+                row = await ledger.get(SCOPE)
+                if row is not None and row.to_offset is not None:
+                    crossing.append(row.to_offset)
+                return row is not None
 
             yield processor, blocked
 
     assert seconds_to_stop(settings_, options, registry, blocked_thresholds) < 5.0
-    assert committed_total(settings_, NAME, SOURCE) == 0  # nothing committed: all redelivered
+    # the batch holding the crossing is never committed (a loaded machine may have committed an
+    # earlier, smaller batch): everything from the crossing message on is redelivered
+    assert crossing, "the request was never decided"
+    assert committed_total(settings_, NAME, SOURCE) <= crossing[-1]
     assert requests(settings_) == []
 
     async def next_run() -> None:

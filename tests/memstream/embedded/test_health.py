@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import http.server
+import json
+import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +15,7 @@ import pytest
 from pydantic import SecretStr
 
 from memstream.config import Settings
-from memstream.embedded.health import clickhouse_check, doctor_checks
+from memstream.embedded.health import clickhouse_check, doctor_checks, status_checks
 from memstream.embedded.process import free_port
 
 
@@ -58,3 +61,21 @@ def test_server_clickhouse_must_answer_ping(tmp_path: Path, ping_server: int) ->
     check = clickhouse_check(down)
     assert check is not None and not check.ok and "does not answer" in check.detail
     assert "MEMSTREAM_CLICKHOUSE_DSN" in check.fix
+
+
+def test_status_calls_a_killed_supervisor_gone_while_it_is_a_zombie(tmp_path: Path) -> None:
+    settings = Settings(
+        data_dir=tmp_path, broker_url=f"kafka://127.0.0.1:{free_port()}", api_port=free_port()
+    )
+    supervisor = subprocess.Popen(["sleep", "30"])
+    supervisor.kill()  # not reaped: a zombie, as a killed `memstream up` is until its parent waits
+    try:
+        state = {"supervisor_pid": supervisor.pid, "services": {}}
+        (tmp_path / "run").mkdir()
+        (tmp_path / "run" / "state.json").write_text(json.dumps(state))
+        time.sleep(0.2)
+        _, checks = status_checks(settings)
+        check = next(c for c in checks if c.name == "supervisor")
+        assert not check.ok and "is gone" in check.detail, check
+    finally:
+        supervisor.wait(5)

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,40 +13,9 @@ import httpx
 import psutil
 import pytest
 
-from memstream.embedded.process import free_port
-
-
-def _env(data_dir: Path) -> dict[str, str]:
-    return {
-        **os.environ,
-        "MEMSTREAM_DATA_DIR": str(data_dir),
-        "MEMSTREAM_PORTS__BROKER": str(free_port()),
-        "MEMSTREAM_PORTS__POSTGRES": str(free_port()),
-        "MEMSTREAM_PORTS__REDIS": str(free_port()),
-        "MEMSTREAM_API_PORT": str(free_port()),
-    }
-
-
-def _memstream(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "memstream", *args], env=env, capture_output=True, text=True, timeout=timeout
-    )
-
-
-def _up(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "memstream", "up"], env=env, stdout=out, stderr=subprocess.STDOUT
-        )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"memstream up exited with {proc.returncode}:\n{log.read_text()}")
-        if "memstream is up" in log.read_text():
-            return proc
-        time.sleep(0.2)
-    proc.kill()
-    pytest.fail(f"memstream up did not come up:\n{log.read_text()}")
+from tests.memstream.embedded.up_process import run_memstream as _memstream
+from tests.memstream.embedded.up_process import stack_env as _env
+from tests.memstream.embedded.up_process import start_up as _up
 
 
 def _stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:

@@ -17,10 +17,13 @@ from memstream.config import Settings
 from memstream.memory.models import EntryEvent, entry_key
 from memstream.memory.outbox import RELAY_LOCK_KEY, AppliedOutbox, EntriesOutboxRelay, outbox_seqs
 from memstream.memory.service import MemoryService
+from sinks.postgres.migrations import migrate
+from sinks.postgres.pool import create_pool
 from streams.admin import apply_topics
 from streams.topics import load_topics
 from tests.memstream.own_broker import own_broker
 from tests.memstream.relay_support import consume_from_start, relay_settings_on
+from tests.private_postgres import private_postgres
 
 from .helpers import FakeClock, outbox, scope
 
@@ -210,6 +213,40 @@ async def test_run_retries_until_the_topic_exists(
         stop.set()
         await asyncio.wait_for(task, 10)
     assert len(consume(settings, 1)) == 1
+
+
+async def test_run_rides_out_a_postgres_restart(relay_settings: Settings) -> None:
+    """PostgreSQL killed -9 and started again under a running relay: it keeps running (its listening
+    connection went back to the pool: asking it crashed the relay before) and publishes again."""
+    with private_postgres() as postgres:
+        pool = await create_pool(postgres.dsn, command_timeout=5)
+        await migrate(pool)
+        service = MemoryService(pool, FakeClock())
+        relay = EntriesOutboxRelay(pool, relay_settings, poll_interval=0.2, max_backoff=0.5)
+        stop = asyncio.Event()
+        task = asyncio.create_task(relay.run(stop))
+        try:
+            await service.store(scope(), "a", "v1", "project_fact", scope_visibility="shared")
+            assert await eventually(lambda: _empty(relay), 20)
+            postgres.kill()
+            await asyncio.sleep(1.5)  # rounds fail while the server is down
+            assert not task.done(), f"the relay stopped: {task.exception()!r}"
+            assert relay.stats.failures > 0
+            await asyncio.to_thread(postgres.restart)
+            for _ in range(50):  # the pool's first connections after the restart may still be dead ones
+                try:
+                    await service.store(scope(), "b", "v1", "project_fact", scope_visibility="shared")
+                    break
+                except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError):
+                    await asyncio.sleep(0.1)
+            assert await eventually(lambda: _empty(relay), 20)
+            assert not task.done(), task.exception()
+        finally:
+            stop.set()
+            await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), 10)
+            await relay.close()
+            await pool.close()
+    assert len(consume(relay_settings, 2)) == 2
 
 
 def test_examples_and_schema() -> None:

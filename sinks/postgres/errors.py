@@ -1,0 +1,65 @@
+"""Is this failure "PostgreSQL cannot be reached right now"? One classification for every caller.
+
+`is_postgres_unavailable(exc)` is True when `exc`, or an exception it was raised from (its
+`__cause__`/`__context__` chain), means the server is down, restarting, shutting down, out of
+connection slots, or the connection to it broke:
+- asyncpg's connection-class errors (SQLSTATE class 08: refused, broken, does not exist), the
+  server shutting down or starting up (57P01-57P03), too many connections (53300), and the
+  driver's "connection is closed" / "pool is closing" interface errors;
+- `OSError` (connection refused or reset, `TimeoutError`) raised inside asyncpg - connecting to a
+  server that does not listen fails in asyncio's socket code, called by asyncpg, so the origin is
+  read from the traceback: an `OSError` of any other library is not a Postgres outage.
+Everything else - a failed query, a constraint, a bug - is not: retrying would not cure it.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+import asyncpg.exceptions as pg
+
+RETRY_AFTER_S = 5
+"""What callers are told to wait before retrying while PostgreSQL is unavailable."""
+
+_UNAVAILABLE: tuple[type[BaseException], ...] = (
+    pg.PostgresConnectionError,
+    pg.CannotConnectNowError,
+    pg.AdminShutdownError,
+    pg.CrashShutdownError,
+    pg.TooManyConnectionsError,
+)
+_CLOSED_MARKERS = ("connection is closed", "pool is closing", "connection was closed")
+
+
+def _raised_in_asyncpg(exc: BaseException) -> bool:
+    tb = exc.__traceback__
+    while tb is not None:
+        module = tb.tb_frame.f_globals.get("__name__", "")
+        if isinstance(module, str) and (module == "asyncpg" or module.startswith("asyncpg.")):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _unavailable_here(exc: BaseException) -> bool:
+    if isinstance(exc, _UNAVAILABLE):
+        return True
+    if isinstance(exc, asyncpg.InterfaceError):
+        return any(marker in str(exc) for marker in _CLOSED_MARKERS)
+    return isinstance(exc, OSError) and _raised_in_asyncpg(exc)
+
+
+def is_postgres_unavailable(exc: BaseException) -> bool:
+    """See the module doc."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if _unavailable_here(current):
+            return True
+        seen.add(id(current))
+        if current.__cause__ is not None:
+            current = current.__cause__
+        elif current.__suppress_context__:  # `raise ... from None`: the context is not the cause
+            current = None
+        else:
+            current = current.__context__
+    return False
