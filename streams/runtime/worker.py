@@ -18,11 +18,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memstream.config import Settings, mask_url
+from memstream.shutdown import StopSignals
 from streams.runtime.app import ProcessorRuntime
 from streams.runtime.errors import ProcessorCrashed, UnknownProcessor
 from streams.runtime.options import RuntimeOptions
@@ -184,16 +184,13 @@ async def _run_until_signal(
         on_failed=failed,
         progress=None if pool is None else PostgresProgress(pool),
     )
-    loop = asyncio.get_running_loop()
-    signals = (signal.SIGINT, signal.SIGTERM)
-    for sig in signals:
-        loop.add_signal_handler(sig, stop.set)
+    # Python-level handlers, never lost on a busy loop, with a deadline (memstream.shutdown)
+    signals = StopSignals(stop.set, deadline_s=settings.stop_deadline_s)
+    signals.install(asyncio.get_running_loop())
     try:
         await supervisor.run(stop)
     finally:
-        for sig in signals:
-            with contextlib.suppress(Exception):
-                loop.remove_signal_handler(sig)
+        signals.uninstall()
         if pool is not None:
             await pool.close()
     if failures:
