@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 
 class MemstreamError(Exception):
     """Base class. `code` is a stable machine-readable identifier."""
@@ -58,3 +60,19 @@ class JournalUnavailable(MemstreamError):
     """The journal cannot be read or written right now (storage error); the call did not succeed."""
 
     code = "journal_unavailable"
+
+
+def error_chain(exc: BaseException) -> Iterator[BaseException]:
+    """`exc`, then what it was raised from: its `__cause__`, else its `__context__` unless that was
+    suppressed (`raise ... from None`). Each error once (a cycle ends the walk)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        if current.__cause__ is not None:
+            current = current.__cause__
+        elif not current.__suppress_context__:
+            current = current.__context__
+        else:
+            current = None

@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncpg
 import asyncpg.exceptions as pg
 
+from memstream.errors import error_chain
+
 RETRY_AFTER_S = 5
 """What callers are told to wait before retrying while PostgreSQL is unavailable."""
 
@@ -40,7 +42,8 @@ def _raised_in_asyncpg(exc: BaseException) -> bool:
     return False
 
 
-def _unavailable_here(exc: BaseException) -> bool:
+def unavailable_itself(exc: BaseException) -> bool:
+    """`exc` alone (not what it was raised from) means PostgreSQL is unavailable (module doc)."""
     if isinstance(exc, _UNAVAILABLE):
         return True
     if isinstance(exc, asyncpg.InterfaceError):
@@ -50,16 +53,4 @@ def _unavailable_here(exc: BaseException) -> bool:
 
 def is_postgres_unavailable(exc: BaseException) -> bool:
     """See the module doc."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if _unavailable_here(current):
-            return True
-        seen.add(id(current))
-        if current.__cause__ is not None:
-            current = current.__cause__
-        elif current.__suppress_context__:  # `raise ... from None`: the context is not the cause
-            current = None
-        else:
-            current = current.__context__
-    return False
+    return any(unavailable_itself(err) for err in error_chain(exc))

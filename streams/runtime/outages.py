@@ -14,9 +14,10 @@ implicit `__context__` unless suppressed), is one of:
 - `ConnectionError` and `TimeoutError` (builtins), an `OSError` whose errno says the network or
   the disk (full) failed, `streams.producer.DeliveryAborted`, a `KafkaException` of a transport
   or timeout error;
-- connection-class errors of the client libraries, matched by class name so that none of them
-  is imported here: asyncpg (connection errors, server shutting down or starting, too many
-  connections), redis (`ConnectionError`, `TimeoutError`), httpx transport errors, qdrant-client's
+- PostgreSQL unavailable, as `sinks.postgres.errors` classifies it for every caller (the API's
+  503 included);
+- connection-class errors of the other client libraries, matched by class name so that none of
+  them is imported here: redis (`ConnectionError`, `TimeoutError`), httpx transport errors, qdrant-client's
   `ResponseHandlingException`;
 - an HTTP error carrying `status_code` 429, 502, 503 or 504 (a server that says "later").
 Errors a processor knows to be permanent must not be raised from one of these (use
@@ -26,11 +27,11 @@ Errors a processor knows to be permanent must not be raised from one of these (u
 from __future__ import annotations
 
 import errno
-from collections.abc import Iterator
 
 from confluent_kafka import KafkaError, KafkaException
 
-from memstream.errors import JournalFenced, JournalUnavailable
+from memstream.errors import JournalFenced, JournalUnavailable, error_chain
+from sinks.postgres.errors import unavailable_itself as postgres_unavailable
 from streams.producer import DeliveryAborted
 from streams.runtime.errors import SinkUnavailable
 
@@ -45,11 +46,6 @@ OUTAGE_TYPES: tuple[type[BaseException], ...] = (
 
 OUTAGE_CLASS_NAMES = frozenset(
     {
-        "asyncpg.exceptions.PostgresConnectionError",  # incl. ConnectionDoesNotExistError
-        "asyncpg.exceptions.CannotConnectNowError",
-        "asyncpg.exceptions.AdminShutdownError",
-        "asyncpg.exceptions.CrashShutdownError",
-        "asyncpg.exceptions.TooManyConnectionsError",
         "redis.exceptions.ConnectionError",  # incl. BusyLoadingError
         "redis.exceptions.TimeoutError",
         "httpx.TransportError",  # incl. ConnectError, ReadTimeout, ...
@@ -95,26 +91,11 @@ _KAFKA_OUTAGE_CODES = frozenset(
 
 def is_outage(exc: BaseException) -> bool:
     """True when `exc` means a resource is unavailable right now (module doc)."""
-    return any(_is_outage_itself(err) for err in chain(exc))
-
-
-def chain(exc: BaseException) -> Iterator[BaseException]:
-    """`exc`, then what it was raised from: its `__cause__`, else its unsuppressed `__context__`."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        if current.__cause__ is not None:
-            current = current.__cause__
-        elif not current.__suppress_context__:
-            current = current.__context__
-        else:
-            current = None
+    return any(_is_outage_itself(err) for err in error_chain(exc))
 
 
 def _is_outage_itself(err: BaseException) -> bool:
-    if isinstance(err, OUTAGE_TYPES):
+    if isinstance(err, OUTAGE_TYPES) or postgres_unavailable(err):
         return True
     if isinstance(err, OSError) and err.errno in OUTAGE_ERRNOS:
         return True

@@ -44,12 +44,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from memstream.config import Settings
+from memstream.errors import error_chain as chain
 from streams.runtime.app import ProcessorRuntime
 from streams.runtime.dlq import DeadLetterLimit
 from streams.runtime.errors import ProcessorCannotRun, ProcessorCrashed, UnknownProcessor
 from streams.runtime.leave_group import leave_group, member_of
 from streams.runtime.options import RuntimeOptions
-from streams.runtime.outages import chain
 from streams.runtime.processor import Processor, group_id
 from streams.runtime.progress import ProgressStore
 from streams.topics import TopicRegistry

@@ -12,6 +12,7 @@ from confluent_kafka import KafkaError, KafkaException
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from memstream.errors import JournalFenced, JournalUnavailable
+from memstream.errors import error_chain as chain
 from memstream.summaries import SummaryUnavailable
 from processors.flush import FlushNotDelivered
 from processors.summarizer import SummarizerBusy
@@ -20,7 +21,7 @@ from sinks.clickhouse.base import TranscriptUnavailable
 from sinks.qdrant.base import IndexUnavailable
 from streams.producer import DeliveryAborted
 from streams.runtime.errors import DeadLetterUnavailable, SinkUnavailable
-from streams.runtime.outages import chain, is_outage
+from streams.runtime.outages import is_outage
 
 
 def raised_from(error: BaseException, cause: BaseException) -> BaseException:
