@@ -34,6 +34,10 @@ _COLUMNS = (
 _SCOPE = "environment = $1 AND account_id = $2 AND agent_id = $3"
 _VISIBLE = f"{_SCOPE} AND (visibility = 'shared' OR user_id = $4)"
 _LIVE = "(expires_at IS NULL OR expires_at > {now})"
+_RECALLABLE = "NOT (visibility = 'shared' AND category = 'user_profile')"
+"""Recall never answers with a shared user_profile entry: a profile fact is about one user and is
+private to them (`MemoryService` writes no other kind since issue 9). Rows written shared before
+that (e.g. by the flush of a thread without a user) stay listable for operators to clean up."""
 
 AGENT_LOCK_PREFIX = "memstream.memory/"
 
@@ -374,6 +378,7 @@ class PostgresMemoryStore:
     ) -> dict[uuid.UUID, StoredEntry]:
         where = _Where(scope)
         where.add(f"entry_id = ANY({where.arg(list(ids))}::uuid[])")
+        where.add(_RECALLABLE)
         where.filters(now=now, category=category, key_prefix=key_prefix, include_expired=include_expired)
         rows = await self._pool.fetch(
             f"SELECT {_COLUMNS} FROM memory_entries WHERE {where.sql}", *where.params
@@ -397,6 +402,7 @@ class PostgresMemoryStore:
         """
         where = _Where(scope)
         q = where.arg(query)
+        where.add(_RECALLABLE)
         where.filters(now=now, category=category, key_prefix=key_prefix)
         rows = await self._pool.fetch(
             f"""WITH q AS (SELECT

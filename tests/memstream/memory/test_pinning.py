@@ -20,7 +20,7 @@ from sinks.objectstore.summaries import ObjectStoreSummaryReader, open_object_st
 from sinks.postgres.threads import PostgresThreadStore
 
 from ..summary_files import write_summary
-from .helpers import START, FakeClock, scope
+from .helpers import START, FakeClock, legacy_shared_profile, scope
 
 ACME = Principal(account_id="acme", environment="test", key_id="key_a")
 
@@ -102,19 +102,6 @@ async def test_rule_importance_category_visibility_expiry(
     # user_profile entries do not expire by default (the observation "seen" expired, never pinned)
     clock.advance(days=31)
     assert [f.key for f in await pinned.pinned(scope("alice"))] == ["shared", "mine"]
-
-
-async def legacy_shared_profile(pool: asyncpg.Pool, key: str, content: str) -> None:
-    """A shared user_profile entry as a flush of a thread without a user wrote it before profile
-    facts needed a user (no user, no author), inserted as it sits in existing databases."""
-    await pool.execute(
-        """INSERT INTO memory_entries (entry_id, environment, account_id, agent_id, user_id, author_user_id,
-               key, content, category, visibility, importance, content_hash, created_at, updated_at)
-           VALUES (gen_random_uuid(), 'test', 'acme', 'bot', NULL, NULL, $1, $2, 'user_profile', 'shared',
-                   0.8, 'h', now(), now())""",
-        key,
-        content,
-    )
 
 
 async def test_existing_shared_profile_facts_are_pinned_for_nobody(

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from memstream.embeddings.offline import OfflineMiniLM
@@ -19,7 +20,7 @@ from sinks.qdrant.server import QdrantServerIndex
 from tests.sinks.qdrant.adapters import KINDS, open_adapter
 
 from .entries import make_entry
-from .helpers import FakeClock, scope
+from .helpers import FakeClock, legacy_shared_profile, scope
 from .index_helpers import MODEL_ID, DownIndex, closed_port, collection, project
 
 ALICE = scope("alice")
@@ -227,3 +228,34 @@ async def test_filters_and_recall_counters(
     a_now, b_now = await service.get(ALICE, a.entry_id), await service.get(ALICE, b.entry_id)
     assert (a_now.recall_count, b_now.recall_count) == (2, 2)
     assert a_now.last_recalled_at == clock.now and b_now.last_recalled_at == clock.now
+
+
+async def test_a_legacy_shared_profile_fact_is_recalled_for_nobody(
+    service: MemoryService,
+    embedder: OfflineMiniLM,
+    sparse: Bm25Sparse,
+    index: VectorIndex,
+    pool: asyncpg.Pool,
+) -> None:
+    """Issue 9, finding 12: "my name is Mallory", stored shared by a user-less thread before profile
+    facts needed a user, is in the index and in Postgres; neither recall path returns it to anyone."""
+    await legacy_shared_profile(pool, "user.name", "The user's name is Mallory.")
+    row = await pool.fetchrow("SELECT entry_id, created_at FROM memory_entries WHERE key = 'user.name'")
+    legacy = make_entry(
+        str(row["entry_id"]),
+        key="user.name",
+        content="The user's name is Mallory.",
+        created_at=row["created_at"],
+    )
+    await project(index, embedder, sparse, [legacy])
+    fact = await store(service, "bot.name", "The user's assistant is named Mallory Bot.")
+    await project(index, embedder, sparse, [fact])
+    for who in (BOB, scope(None)):
+        for searched in (index, DownIndex()):
+            result = await recaller_of(service, embedder, sparse, searched).recall(
+                who, "what is the user's name?"
+            )
+            assert result.path == ("qdrant" if searched is index else "postgres_fts")
+            assert [hit.entry.key for hit in result.hits] == ["bot.name"], (who, result.path)
+    listed = await pool.fetchval("SELECT count(*) FROM memory_entries WHERE key = 'user.name'")
+    assert listed == 1  # left for operators to clean up, never deleted by a read
