@@ -23,6 +23,8 @@ import time
 import uuid
 from pathlib import Path
 
+from memstream.embedded.parent_death import die_with_parent
+
 KAFKA_VERSION = os.environ.get("MEMSTREAM_KAFKA_VERSION", "4.1.0")
 CACHE = Path(os.environ.get("MEMSTREAM_KAFKA_CACHE", Path.home() / ".cache" / "memstream"))
 
@@ -159,6 +161,7 @@ class KafkaBroker:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=die_with_parent(signal.SIGTERM),  # a killed test session takes its broker along
         )
         log.close()
         deadline = time.monotonic() + timeout
