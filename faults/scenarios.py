@@ -1,0 +1,190 @@
+"""The scenarios a profile's plan names: each injects one fault into the run's stack (under load) and
+checks what is specific to it; `faults.run.Run.cycle` does the waiting and the standard checks.
+
+- `node-kill`: kill -9 the node; the supervisor must restart it (a new node pid, /readyz 200).
+- `tree-kill`: kill -9 the supervisor and all its children at once, then `memstream up` again at
+  once: it must start on the first try (no stale PostgreSQL lock, no port or lock left behind).
+- `supervisor-kill`: kill -9 the supervisor alone: its children must die with it, the data dir
+  must stay locked while any of them lives, and `memstream up` must then start on the first try.
+- `broker-kill`, `postgres-kill`: kill -9 that server: the stack must not stop - the supervisor
+  starts the server again (a new pid) and the node recovers (/readyz 200); meanwhile 5xx answers
+  must carry a specific code (e.g. 503 `postgres_unavailable`), never 500.
+- `redis-wipe`: FLUSHALL: thresholds rebuild their counters from the journal; no compaction may
+  strand. Not an outage: no 5xx is tolerated.
+- `fuzz`: the bounded schemathesis run and the crafted requests (`faults.fuzz`) against the node
+  while the load goes on: no 5xx at all, the crafted requests refused or survived, and the node
+  still ready afterwards.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from faults import fuzz
+from faults.checks import CheckResult
+from faults.injectors import flush_redis, kill_component, kill_supervisor, kill_tree, wait_gone
+from faults.run import Injected, Run, wait_for
+from faults.stack import COMPONENTS, running
+from memstream.embedded.process import ServiceError
+from memstream.embedded.supervisor import DataDirLock
+
+
+def node_kill(run: Run) -> Injected:
+    stack = run.stack
+    pid = kill_component(stack, "node")
+    injected = Injected(time.time())
+    restarted = wait_for(
+        lambda: stack.pid("node") not in (None, pid) and stack.ready(),
+        run.profile.ready_timeout_s,
+        abort=lambda: not stack.alive(),
+    )
+    if restarted:
+        injected.ready_at = time.time()
+    injected.checks.append(
+        CheckResult(
+            "supervisor restarts the node",
+            restarted,
+            f"node {pid} killed, new node {stack.pid('node')} ready"
+            if restarted
+            else f"no new ready node within {run.profile.ready_timeout_s:.0f}s (memstream up "
+            f"{'running' if stack.alive() else 'exited ' + str(stack.exit_code())})",
+        )
+    )
+    return injected
+
+
+def _start_again(run: Run, injected: Injected, what: str) -> None:
+    """`memstream up` again at once after `what`: it must come up on the first try."""
+    try:
+        seconds = run.stack.start(timeout=run.profile.ready_timeout_s * 2)
+    except ServiceError:
+        injected.checks.append(
+            CheckResult(
+                "memstream up starts on the first try",
+                False,
+                f"right after {what}: {start_failure(run.stack.output())}",
+            )
+        )
+        return
+    injected.ready_at = time.time()
+    injected.checks.append(
+        CheckResult("memstream up starts on the first try", True, f"ready in {seconds:.1f}s after {what}")
+    )
+
+
+def start_failure(output: str) -> str:
+    """Why a `memstream up` failed, from its output: its `error:` line and any line naming a lock."""
+    lines = output.splitlines()
+    keep = [line for line in lines if line.startswith("error:")][:1]
+    keep += [line for line in lines if "lock" in line.lower() and line not in keep][:1]
+    return " | ".join(line.strip() for line in keep)[:400] or "exited without an error line"
+
+
+def tree_kill(run: Run) -> Injected:
+    pids = kill_tree(run.stack)
+    injected = Injected(time.time())
+    run.log(f"tree-kill: killed {len(pids)} processes {pids}")
+    _start_again(run, injected, "kill -9 of the whole tree")
+    return injected
+
+
+def supervisor_kill(run: Run) -> Injected:
+    stack = run.stack
+    children = {c: stack.pid(c) for c in COMPONENTS}
+    kill_supervisor(stack)
+    injected = Injected(time.time())
+    alive = wait_gone([pid for pid in children.values() if pid is not None], timeout=10)
+    orphans = [f"{name} {pid}" for name, pid in children.items() if pid in alive]
+    injected.checks.append(
+        CheckResult(
+            "children die with their supervisor",
+            not orphans,
+            f"still running 10s after kill -9 of the supervisor: {', '.join(orphans)}"
+            if orphans
+            else "every child ended",
+        )
+    )
+    if orphans:
+        injected.checks.append(_lock_held_check(run, alive))
+        stack.sweep()
+    _start_again(run, injected, "kill -9 of the supervisor")
+    return injected
+
+
+def _lock_held_check(run: Run, alive: list[int]) -> CheckResult:
+    """While a process of the stack lives, a second `memstream up` must find the data dir locked."""
+    lock = DataDirLock(run.stack.settings())
+    try:
+        lock.acquire()
+    except ServiceError:
+        return CheckResult("data dir stays locked while a child lives", True, "a second up is refused")
+    lock.release()
+    live = [pid for pid in alive if running(pid)]
+    return CheckResult(
+        "data dir stays locked while a child lives",
+        not live,
+        f"the data-dir lock was free while {len(live)} process(es) of the stack ran",
+    )
+
+
+def _server_kill(component: str) -> Callable[[Run], Injected]:
+    def scenario(run: Run) -> Injected:
+        stack = run.stack
+        pid = kill_component(stack, component)
+        injected = Injected(time.time())
+        back = wait_for(
+            lambda: stack.pid(component) not in (None, pid) and stack.ready(),
+            run.profile.ready_timeout_s,
+            abort=lambda: not stack.alive(),
+        )
+        if back:
+            injected.ready_at = time.time()
+            detail = f"{component} {pid} killed; restarted as {stack.pid(component)}, node ready"
+        elif not stack.alive():
+            detail = f"memstream up stopped (exit {stack.exit_code()}): {stack.output_tail(3)!r}"
+        else:
+            detail = (
+                f"{component} not restarted (or node not ready) within {run.profile.ready_timeout_s:.0f}s"
+            )
+        injected.checks.append(CheckResult(f"the stack survives the death of {component}", back, detail))
+        return injected
+
+    return scenario
+
+
+def redis_wipe(run: Run) -> Injected:
+    flush_redis(run.stack)
+    return Injected(time.time(), outage=False, restarts=False, ready_at=time.time())
+
+
+def fuzz_run(run: Run) -> Injected:
+    stack = run.stack
+    injected = Injected(time.time(), outage=False, restarts=False)
+    result = fuzz.run_schemathesis(
+        stack.url, run.subject.api_key, max_time_s=run.profile.fuzz_s, seed=run.seed, work=run.work / "fuzz"
+    )
+    run.totals.fuzz_requests += result.requests
+    run.totals.fuzz_5xx += len(result.server_errors)
+    probes = fuzz.run_probes(stack.url, run.subject.api_key, "fz-agent", stack.data_dir / "logs" / "node.log")
+    injected.checks += [fuzz.check_fuzz(result), fuzz.check_probes(probes)]
+    ready = wait_for(stack.ready, 10)
+    injected.checks.append(
+        CheckResult(
+            "node ready after the fuzz run", ready, "ready" if ready else "/readyz does not answer 200"
+        )
+    )
+    if ready:
+        injected.ready_at = time.time()
+    return injected
+
+
+SCENARIOS: dict[str, Callable[[Run], Injected]] = {
+    "node-kill": node_kill,
+    "tree-kill": tree_kill,
+    "supervisor-kill": supervisor_kill,
+    "broker-kill": _server_kill("broker"),
+    "postgres-kill": _server_kill("postgres"),
+    "redis-wipe": redis_wipe,
+    "fuzz": fuzz_run,
+}
