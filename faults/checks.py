@@ -25,11 +25,14 @@ from typing import Any
 import httpx
 import redis
 
+from bench.topic_consumer import consumer_from_start
 from faults.ledger import Conversation, LedgerView, ServerError
+from memstream.config import Settings
 from memstream.ops.node_client import NodeClient, run_stream
 from memstream.summaries import SummaryUnavailable, parse_summary, summary_key
 from processors.thresholds import Counters, advance
 from sinks.redis.thresholds import DEFAULT_NAMESPACE, GUARD_TTL_S, ThreadScope
+from streams.topics import load_topics
 
 
 @dataclass(frozen=True)
@@ -210,7 +213,7 @@ def check_projection(report: Mapping[str, Any]) -> CheckResult:
         )
     diffs = report.get("differences") or []
     sample = ", ".join(
-        f"{d['thread_id']} {d['kind']} ({d['journal']} vs {d['projection']})" for d in diffs[:3]
+        f"{d['thread_id']!r} {d['kind']} ({d['journal']} vs {d['projection']})" for d in diffs[:3]
     )
     return CheckResult(
         "memstream verify",
@@ -229,6 +232,30 @@ def check_processors(url: str, admin_token: str) -> CheckResult:
     if bad:
         return CheckResult("processors running", False, ", ".join(f"{n} {s}" for n, s in sorted(bad.items())))
     return CheckResult("processors running", True, f"{len(states)} running")
+
+
+def journal_consumers() -> list[str]:
+    """The processors consuming `journal.messages` (topics.yaml names their modules)."""
+    modules = load_topics().get("journal.messages").consumers
+    return [module.rsplit(".", 1)[-1].replace("_", "-") for module in modules]
+
+
+def dead_lettered(settings: Settings, processors: Iterable[str], needle: str) -> dict[str, int]:
+    """How many records of each processor's dead-letter topic mention `needle` (read from the start)."""
+    found = {}
+    for processor in processors:
+        consumer = consumer_from_start(settings, f"dlq.{processor}")
+        try:
+            count = 0
+            while True:
+                batch = consumer.consume(500, 1.0)
+                if not batch:
+                    break
+                count += sum(1 for m in batch if m.error() is None and needle.encode() in (m.value() or b""))
+            found[processor] = count
+        finally:
+            consumer.close()
+    return found
 
 
 # ---------------------------------------------------------------- compaction

@@ -10,10 +10,15 @@ from __future__ import annotations
 import os
 import signal
 import time
+from datetime import UTC, datetime
 
 import redis
+from confluent_kafka import Producer
 
 from faults.stack import Stack, running
+from memstream.embedded.bootstrap import DEFAULT_ACCOUNT
+from memstream.journal.models import Message
+from streams.events import encode_message
 
 
 class InjectionFailed(RuntimeError):
@@ -67,6 +72,37 @@ def flush_redis(stack: Stack) -> None:
         client.flushall()
     finally:
         client.close()
+
+
+def produce_poison(stack: Stack, thread_id: str, message_id: str) -> None:
+    """Put a record on the stack's `journal.messages` that is not in its journal: a message of
+    thread `thread_id` (e.g. an id ending in a newline, which once crash-looped the node), encoded
+    exactly as the relay encodes messages. Its seq is 1, the lowest: a processor that checkpoints by
+    seq can only be sent further back by it, never past real messages."""
+    settings = stack.settings()
+    message = Message.model_construct(
+        message_id=message_id,
+        environment=settings.environment,
+        account_id=DEFAULT_ACCOUNT,
+        agent_id="agent-0",
+        user_id=None,
+        thread_id=thread_id,
+        offset=0,
+        seq=1,
+        role="user",
+        content="a record no journal holds",
+        reasoning=None,
+        tool_call=None,
+        created_at=datetime.now(UTC),
+        token_count=6,
+    )
+    event = encode_message(message)
+    producer = Producer({"bootstrap.servers": settings.broker_bootstrap, "allow.auto.create.topics": False})
+    producer.produce(
+        settings.topic("journal.messages"), value=event.value, key=event.key, headers=event.headers
+    )
+    if producer.flush(15) != 0:
+        raise InjectionFailed(f"{stack.name}: the poison record was not acknowledged by the broker")
 
 
 def wait_gone(pids: list[int], timeout: float) -> list[int]:

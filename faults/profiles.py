@@ -34,13 +34,13 @@ class Profile:
 
 SHORT = Profile(
     "short",
-    plan=("node-kill", "tree-kill", *EVERY_FAULT, "fuzz"),
+    plan=("node-kill", "tree-kill", *EVERY_FAULT, "fuzz", "poison-record"),
 )
 
 
 def long_profile(cycles: int = 20) -> Profile:
     """`cycles` kill -9 cycles alternating node alone / whole tree, one of every other fault after
-    every fifth cycle (round robin), then the fuzz run (5 min)."""
+    every fifth cycle (round robin), then the fuzz run (5 min) and the poison record."""
     plan: list[str] = []
     others = list(EVERY_FAULT)
     for i in range(cycles):
@@ -48,7 +48,7 @@ def long_profile(cycles: int = 20) -> Profile:
         if i % 5 == 4:
             plan.append(others[(i // 5) % len(others)])
     plan += [name for name in EVERY_FAULT if name not in plan]
-    plan.append("fuzz")
+    plan += ["fuzz", "poison-record"]
     return Profile(
         "long", plan=tuple(plan), fuzz_s=300.0, warm_s=8.0, post_s=5.0, observe_s=60.0, conversations=40
     )

@@ -160,6 +160,7 @@ class Injected:
     outage: bool = True
     restarts: bool = True  # something was killed: restart-to-ready and -caught-up are measured
     ready_at: float | None = None  # when the scenario already saw the stack ready again
+    later: list[Callable[[], CheckResult]] = field(default_factory=list)  # run after the standard checks
 
 
 class Run:
@@ -265,6 +266,7 @@ class Run:
         result.checks += standard_checks(
             self.subject, since=started, windows=self.windows, settle_s=self.profile.settle_s
         )
+        result.checks += [_guarded("scenario", check) for check in injected.later]
         result.count_journal()
         result.seconds = time.monotonic() - clock
 

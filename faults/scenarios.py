@@ -11,6 +11,10 @@ checks what is specific to it; `faults.run.Run.cycle` does the waiting and the s
   must carry a specific code (e.g. 503 `postgres_unavailable`), never 500.
 - `redis-wipe`: FLUSHALL: thresholds rebuild their counters from the journal; no compaction may
   strand. Not an outage: no 5xx is tolerated.
+- `poison-record`: a record on `journal.messages` that no journal holds, for a thread whose id
+  ends in a newline (the record that once crash-looped the node): every journal consumer must
+  dead-letter it (with its reason) while the node keeps running and compactions keep flowing; then
+  kill -9 of the node: the poison must not come back to stop it after the restart.
 - `fuzz`: the bounded schemathesis run and the crafted requests (`faults.fuzz`) against the node
   while the load goes on: no 5xx at all, the crafted requests refused or survived, and the node
   still ready afterwards.
@@ -22,8 +26,15 @@ import time
 from collections.abc import Callable
 
 from faults import fuzz
-from faults.checks import CheckResult
-from faults.injectors import flush_redis, kill_component, kill_supervisor, kill_tree, wait_gone
+from faults.checks import CheckResult, dead_lettered, journal_consumers
+from faults.injectors import (
+    flush_redis,
+    kill_component,
+    kill_supervisor,
+    kill_tree,
+    produce_poison,
+    wait_gone,
+)
 from faults.run import Injected, Run, wait_for
 from faults.stack import COMPONENTS, running
 from memstream.embedded.process import ServiceError
@@ -179,6 +190,51 @@ def fuzz_run(run: Run) -> Injected:
     return injected
 
 
+def poison_record(run: Run) -> Injected:
+    stack = run.stack
+    settings = stack.settings()
+    node = stack.pid("node")
+    message_id = f"fz-poison-{time.time_ns()}"
+    produce_poison(stack, "fz-poison\n", message_id)
+    consumers = journal_consumers()
+    counts: dict[str, int] = {}
+
+    def all_dead_lettered() -> bool:
+        counts.update(dead_lettered(settings, consumers, message_id))
+        return all(counts.get(p, 0) > 0 for p in consumers)
+
+    done = wait_for(all_dead_lettered, run.profile.settle_s, abort=lambda: stack.pid("node") != node)
+    missing = [p for p in consumers if not counts.get(p)]
+    checks = [
+        CheckResult(
+            "every journal consumer dead-letters the poison",
+            done,
+            f"in {', '.join(f'dlq.{p}' for p in consumers)}"
+            if done
+            else f"not in {', '.join(f'dlq.{p}' for p in missing)} after {run.profile.settle_s:.0f}s",
+        ),
+        CheckResult(
+            "the poison does not stop the node",
+            stack.pid("node") == node and stack.ready(),
+            f"node {node} still serving" if stack.pid("node") == node else f"node {node} was replaced",
+        ),
+    ]
+    injected = node_kill(run)  # then a restart: the poison must not come back
+    injected.checks[:0] = checks
+    restarted = stack.pid("node")
+
+    def still_running() -> CheckResult:
+        same = stack.pid("node") == restarted and stack.ready()
+        return CheckResult(
+            "the poison does not come back after a restart",
+            same,
+            f"node {restarted} still serving" if same else f"node {restarted} was replaced or is not ready",
+        )
+
+    injected.later.append(still_running)
+    return injected
+
+
 SCENARIOS: dict[str, Callable[[Run], Injected]] = {
     "node-kill": node_kill,
     "tree-kill": tree_kill,
@@ -187,4 +243,5 @@ SCENARIOS: dict[str, Callable[[Run], Injected]] = {
     "postgres-kill": _server_kill("postgres"),
     "redis-wipe": redis_wipe,
     "fuzz": fuzz_run,
+    "poison-record": poison_record,
 }

@@ -15,5 +15,5 @@ def test_the_long_profile_has_its_kill_cycles_and_every_fault() -> None:
     profile = long_profile(20)
     assert profile.kill_cycles() == 20
     assert set(profile.plan) == set(SCENARIOS)
-    assert profile.plan[-1] == "fuzz"
+    assert profile.plan[-2:] == ("fuzz", "poison-record")
     assert long_profile(3).kill_cycles() == 3
