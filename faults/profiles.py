@@ -22,7 +22,7 @@ class Profile:
     post_s: float = 3.0  # load after the stack is ready again
     ready_timeout_s: float = 60.0  # longest wait for /readyz after a fault
     catch_up_s: float = 45.0  # longest wait for the projection to hold the journal
-    settle_s: float = 30.0  # longest wait for compactions once the load paused
+    settle_s: float = 45.0  # longest wait for compactions once the load paused
     observe_s: float = 20.0  # second writer: how long both stacks are watched
     conversations: int = 24
     workers: int = 4

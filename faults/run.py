@@ -102,7 +102,7 @@ def standard_checks(
         checks.check_rejections(view, since),
         _guarded(
             "memstream verify",
-            lambda: checks.check_projection(checks.verify(subject.url, subject.admin_token, settle_s=30)),
+            lambda: checks.check_projection(checks.verify(subject.url, subject.admin_token, settle_s=60)),
         ),
         _guarded("processors running", lambda: checks.check_processors(subject.url, subject.admin_token)),
     ]

@@ -9,7 +9,8 @@ same message ids), and both stacks are watched for `observe_s`:
 
 - the fenced writer stops for good: A's `memstream up` exits and its node is never restarted
   (a restarted node would fence B in turn: writers that never settle);
-- the new writer keeps the journal: B's node stays the same process and ready throughout;
+- the new writer keeps the journal: B's node stays the same process and ready throughout (a few
+  slow /readyz answers aside);
 - then the standard checks on B: every acknowledged append (to A or B) in the journal once, and
   B's projection complete although A's relay had moved the shared relay cursor while publishing
   to A's broker (B must find and republish that gap itself).
@@ -155,11 +156,12 @@ def observe(a: Stack, b: Stack, seconds: float) -> list[CheckResult]:
             f"memstream up of A {'still running' if a.alive() else f'exited {a.exit_code()}'}: {a_tail}",
         )
     b_nodes.discard(None)
-    steady = len(b_nodes) == 1 and not b_restarts and b_unready == 0 and b.alive()
+    # a /readyz slower than its 2 s timeout on a loaded machine is not a handover: tolerate a few
+    steady = len(b_nodes) == 1 and not b_restarts and b_unready <= samples // 10 and b.alive()
     kept = CheckResult(
         "the new writer keeps the journal",
         steady,
-        f"B's node stayed {next(iter(b_nodes))}, ready in all {samples} samples"
+        f"B's node stayed {next(iter(b_nodes))}, ready in {samples - b_unready} of {samples} samples"
         if steady
         else f"B's node restarted {len(b_restarts)} time(s) (exit codes {', '.join(b_restarts) or '-'}), "
         f"unready in {b_unready} of {samples} samples, memstream up of B "
