@@ -17,8 +17,9 @@ pauses the load and checks (`faults.checks`):
 
 Scenarios (`faults.scenarios`): kill -9 of the node alone (the supervisor restarts it), of the whole
 tree, of the supervisor alone (its children must die with it), of the broker and of PostgreSQL; a
-Redis FLUSHALL; a second writer (a second stack on the same journal); and a bounded schemathesis
-run against `/openapi.json` with a real API key plus a table of hostile requests (`faults.fuzz`).
+Redis FLUSHALL; a poison record on `journal.messages`; a second writer (a second stack on the same
+journal); and a bounded schemathesis run against `/openapi.json` with a real API key plus a table of
+hostile requests (`faults.fuzz`).
 
 Profiles (`faults.profiles`): `short` (a few cycles, ~5 min, run by `tests/faults/`) and `long`
 (20 kill -9 cycles and longer fuzzing): `python -m faults run --long` prints progress and a summary

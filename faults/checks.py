@@ -5,7 +5,7 @@ Readers go through the stack's own interfaces: the journal through `GET /v1/thre
 node's admin token, `memstream.ops.node_client`), the processors through `/admin/v1/processors`,
 summaries through their objects in the stack's local object store (`memstream.summaries` keys and
 parser) and the compaction guards through Redis (`sinks.redis.thresholds` key layout). The checks
-themselves are pure functions of what was read and the `Ledger`, each answering a `CheckResult`.
+themselves (`check_*`) judge what was read and the `Ledger`, each answering a `CheckResult`.
 
 The compaction rule (`over_threshold`) is the `thresholds` processor's own (`processors.thresholds.
 advance`): a thread is *stranded* when the messages after its latest summary (all of them when it
@@ -41,9 +41,6 @@ class CheckResult:
     ok: bool
     detail: str
     figures: dict[str, float] = field(default_factory=dict)
-
-    def line(self) -> str:
-        return f"{'ok  ' if self.ok else 'FAIL'} {self.name}: {self.detail}"
 
 
 # ---------------------------------------------------------------- journal

@@ -125,6 +125,7 @@ def second_writer(run: Run) -> CycleResult:
 
 def observe(a: Stack, b: Stack, seconds: float) -> list[CheckResult]:
     """Watch both stacks for `seconds` (module doc); the two checks of who writes."""
+    a_nodes = {a.pid("node")}
     b_nodes = {b.pid("node")}
     b_unready = 0
     samples = 0
@@ -133,6 +134,8 @@ def observe(a: Stack, b: Stack, seconds: float) -> list[CheckResult]:
     while time.monotonic() - started < seconds:
         samples += 1
         b_nodes.add(b.pid("node"))
+        if a.alive():
+            a_nodes.add(a.pid("node"))
         if not b.ready():
             b_unready += 1
         if a_exited_after is None and not a.alive():
@@ -140,6 +143,9 @@ def observe(a: Stack, b: Stack, seconds: float) -> list[CheckResult]:
         time.sleep(0.5)
     a_restarts = node_exits(a.output())
     b_restarts = node_exits(b.output())
+    a_nodes.discard(None)
+    if len(a_nodes) > 1 and not a_restarts:  # a restart the output did not announce
+        a_restarts = ["?"] * (len(a_nodes) - 1)
     a_tail = a.output_tail(2).replace("\n", " | ")
     if a_exited_after is not None and not a_restarts:
         fenced = CheckResult(
