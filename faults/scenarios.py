@@ -102,40 +102,45 @@ def tree_kill(run: Run) -> Injected:
 
 def supervisor_kill(run: Run) -> Injected:
     stack = run.stack
-    children = {c: stack.pid(c) for c in COMPONENTS}
+    children = {c: pid for c in COMPONENTS if (pid := stack.pid(c)) is not None}
     kill_supervisor(stack)
     injected = Injected(time.time())
-    alive = wait_gone([pid for pid in children.values() if pid is not None], timeout=10)
+    injected.checks.append(_lock_held_check(run, list(children.values())))
+    alive = wait_gone(list(children.values()), timeout=20)
     orphans = [f"{name} {pid}" for name, pid in children.items() if pid in alive]
     injected.checks.append(
         CheckResult(
             "children die with their supervisor",
             not orphans,
-            f"still running 10s after kill -9 of the supervisor: {', '.join(orphans)}"
+            f"still running 20s after kill -9 of the supervisor: {', '.join(orphans)}"
             if orphans
             else "every child ended",
         )
     )
     if orphans:
-        injected.checks.append(_lock_held_check(run, alive))
         stack.sweep()
     _start_again(run, injected, "kill -9 of the supervisor")
     return injected
 
 
-def _lock_held_check(run: Run, alive: list[int]) -> CheckResult:
-    """While a process of the stack lives, a second `memstream up` must find the data dir locked."""
+def _lock_held_check(run: Run, children: list[int]) -> CheckResult:
+    """Right after the supervisor died: while any of its children lives, a second `memstream up`
+    must find the data dir locked (checked while holding the lock, so no child can end unseen)."""
     lock = DataDirLock(run.stack.settings())
     try:
         lock.acquire()
     except ServiceError:
         return CheckResult("data dir stays locked while a child lives", True, "a second up is refused")
-    lock.release()
-    live = [pid for pid in alive if running(pid)]
+    try:
+        live = [pid for pid in children if running(pid)]
+    finally:
+        lock.release()
     return CheckResult(
         "data dir stays locked while a child lives",
         not live,
-        f"the data-dir lock was free while {len(live)} process(es) of the stack ran",
+        f"the data-dir lock was free while {len(live)} process(es) of the stack ran"
+        if live
+        else "every child had ended",
     )
 
 
