@@ -31,7 +31,7 @@ from memstream.config import Settings
 from memstream.ops.node_client import NodeClient, run_stream
 from memstream.summaries import SummaryUnavailable, parse_summary, summary_key
 from processors.thresholds import Counters, advance
-from sinks.redis.thresholds import DEFAULT_NAMESPACE, GUARD_TTL_S, ThreadScope
+from sinks.redis.thresholds import GUARD_TTL_S, ThreadScope
 from streams.topics import load_topics
 
 
@@ -340,18 +340,16 @@ def versions_backwards(previous: Mapping[str, int], summaries: Mapping[str, Summ
 
 
 def read_guards(
-    redis_url: str, environment: str, account_id: str, conversations: Iterable[Conversation]
+    redis_url: str, namespace: str, environment: str, account_id: str, conversations: Iterable[Conversation]
 ) -> dict[str, float]:
-    """Held flush-and-summarize guards: thread -> seconds held (from the lease left)."""
+    """Held flush-and-summarize guards: thread -> seconds held (from the lease left). `namespace` is
+    the deployment's (`processors.thresholds.store_namespace`); keys as `ThresholdStore.guard_key`."""
     client = redis.Redis.from_url(redis_url, socket_timeout=5)
     try:
         held = {}
         for c in conversations:
-            key = (
-                ThreadScope(environment, account_id, c.agent_id, c.thread_id).prefix(DEFAULT_NAMESPACE)
-                + "/guard"
-            )
-            left_ms = client.pttl(key)
+            scope = ThreadScope(environment, account_id, c.agent_id, c.thread_id)
+            left_ms = client.pttl(f"{scope.prefix(namespace)}/guard")
             if isinstance(left_ms, int) and left_ms >= 0:
                 held[c.thread_id] = GUARD_TTL_S - left_ms / 1000
         return held

@@ -30,6 +30,7 @@ from faults.stack import Ports, Stack
 from memstream.embedded.bootstrap import DEFAULT_ACCOUNT
 from memstream.embedded.process import ServiceError
 from memstream.ops.admin_token import read_admin_token
+from processors.thresholds import store_namespace
 
 GRACE_S = 10.0
 """5xx with a specific code stay tolerated this long after the stack is ready again."""
@@ -51,6 +52,7 @@ class Subject:
     admin_token: str
     objects: Path
     redis_url: str
+    thresholds_namespace: str  # the deployment's Redis namespace of the threshold state
     environment: str
     ledger: Ledger
     account: str = DEFAULT_ACCOUNT
@@ -65,6 +67,7 @@ class Subject:
             admin_token=read_admin_token(settings),
             objects=objects or settings.data_path / "objects",
             redis_url=settings.redis,
+            thresholds_namespace=store_namespace(settings),
             environment=settings.environment,
             ledger=ledger,
         )
@@ -123,7 +126,9 @@ def compaction_check(
     while True:
         summaries = checks.read_summaries(subject.objects, subject.environment, subject.account, convs)
         stranded = checks.stranded_threads(journal, summaries)
-        guards = checks.read_guards(subject.redis_url, subject.environment, subject.account, convs)
+        guards = checks.read_guards(
+            subject.redis_url, subject.thresholds_namespace, subject.environment, subject.account, convs
+        )
         if (not stranded and not guards) or time.monotonic() >= deadline:
             break
         time.sleep(1.0)
