@@ -23,7 +23,7 @@ class Profile:
     ready_timeout_s: float = 60.0  # longest wait for /readyz after a fault
     catch_up_s: float = 45.0  # longest wait for the projection to hold the journal
     settle_s: float = 45.0  # longest wait for compactions once the load paused
-    observe_s: float = 20.0  # second writer: how long both stacks are watched
+    observe_s: float = 15.0  # second writer: how long both stacks are watched
     conversations: int = 24
     workers: int = 4
     rate: float = 20.0  # appends per second, all workers together
