@@ -254,7 +254,11 @@ class Run:
         clock = time.monotonic()
         self.load.resume()
         time.sleep(self.profile.warm_s)
-        injected = scenario(self)
+        try:
+            injected = scenario(self)
+        except Exception as exc:  # a harness error: reported, and the run goes on
+            injected = Injected(time.time())
+            injected.checks.append(CheckResult("scenario runs", False, f"{type(exc).__name__}: {exc}"))
         result.checks += injected.checks
         ready_at = injected.ready_at or self.await_ready(
             result, blamed=not all(c.ok for c in injected.checks)

@@ -22,6 +22,7 @@ checks what is specific to it; `faults.run.Run.cycle` does the waiting and the s
 
 from __future__ import annotations
 
+import fcntl
 import time
 from collections.abc import Callable
 
@@ -38,7 +39,6 @@ from faults.injectors import (
 from faults.run import Injected, Run, wait_for
 from faults.stack import COMPONENTS, running
 from memstream.embedded.process import ServiceError
-from memstream.embedded.supervisor import DataDirLock
 
 
 def node_kill(run: Run) -> Injected:
@@ -125,16 +125,18 @@ def supervisor_kill(run: Run) -> Injected:
 
 def _lock_held_check(run: Run, children: list[int]) -> CheckResult:
     """Right after the supervisor died: while any of its children lives, a second `memstream up`
-    must find the data dir locked (checked while holding the lock, so no child can end unseen)."""
-    lock = DataDirLock(run.stack.settings())
-    try:
-        lock.acquire()
-    except ServiceError:
-        return CheckResult("data dir stays locked while a child lives", True, "a second up is refused")
-    try:
-        live = [pid for pid in children if running(pid)]
-    finally:
-        lock.release()
+    must find the data dir locked. Checked on `run/lock` (the supervisor's flock) while holding it,
+    so no child can end unseen."""
+    path = run.stack.data_dir / "run" / "lock"
+    with path.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return CheckResult("data dir stays locked while a child lives", True, "a second up is refused")
+        try:
+            live = [pid for pid in children if running(pid)]
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
     return CheckResult(
         "data dir stays locked while a child lives",
         not live,
