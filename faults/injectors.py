@@ -74,14 +74,16 @@ def flush_redis(stack: Stack) -> None:
         client.close()
 
 
-def produce_poison(stack: Stack, thread_id: str, message_id: str) -> None:
-    """Put a record on the stack's `journal.messages` that is not in its journal: a message of
-    thread `thread_id` (e.g. an id ending in a newline, which once crash-looped the node), encoded
-    exactly as the relay encodes messages. Its seq is 1, the lowest: a processor that checkpoints by
-    seq can only be sent further back by it, never past real messages."""
+def produce_poison(stack: Stack, thread_id: str, needle: str) -> None:
+    """Put two records on the stack's `journal.messages` that its journal does not hold:
+    - `{needle}.garbage`: a value that is not JSON at all (no consumer can read it);
+    - `{needle}.newline`: a message of thread `thread_id` (e.g. an id ending in a newline, the record
+      that once crash-looped the node), encoded exactly as the relay encodes messages. Its seq is 1,
+      the lowest: a processor that checkpoints by seq can only be sent further back by it, never
+      past real messages."""
     settings = stack.settings()
     message = Message.model_construct(
-        message_id=message_id,
+        message_id=f"{needle}.newline",
         environment=settings.environment,
         account_id=DEFAULT_ACCOUNT,
         agent_id="agent-0",
@@ -97,12 +99,13 @@ def produce_poison(stack: Stack, thread_id: str, message_id: str) -> None:
         token_count=6,
     )
     event = encode_message(message)
-    producer = Producer({"bootstrap.servers": settings.broker_bootstrap, "allow.auto.create.topics": False})
-    producer.produce(
-        settings.topic("journal.messages"), value=event.value, key=event.key, headers=event.headers
-    )
+    producer = Producer({"bootstrap.servers": settings.broker_bootstrap})
+    topic = settings.topic("journal.messages")
+    garbage = f"{{not json {needle}.garbage".encode()
+    producer.produce(topic, value=garbage, key=event.key, headers=[("message_id", f"{needle}.garbage")])
+    producer.produce(topic, value=event.value, key=event.key, headers=event.headers)
     if producer.flush(15) != 0:
-        raise InjectionFailed(f"{stack.name}: the poison record was not acknowledged by the broker")
+        raise InjectionFailed(f"{stack.name}: the poison records were not acknowledged by the broker")
 
 
 def wait_gone(pids: list[int], timeout: float) -> list[int]:

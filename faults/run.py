@@ -57,6 +57,7 @@ class Subject:
     ledger: Ledger
     account: str = DEFAULT_ACCOUNT
     summary_versions: dict[str, int] = field(default_factory=dict)  # highest seen per thread
+    injected_threads: set[str] = field(default_factory=set)  # put on the topic, not in the journal
 
     @classmethod
     def of(cls, stack: Stack, ledger: Ledger, *, objects: Path | None = None) -> Subject:
@@ -105,7 +106,9 @@ def standard_checks(
         checks.check_rejections(view, since),
         _guarded(
             "memstream verify",
-            lambda: checks.check_projection(checks.verify(subject.url, subject.admin_token, settle_s=60)),
+            lambda: checks.check_projection(
+                checks.verify(subject.url, subject.admin_token, settle_s=60), subject.injected_threads
+            ),
         ),
         _guarded("processors running", lambda: checks.check_processors(subject.url, subject.admin_token)),
     ]

@@ -7,6 +7,7 @@ from faults.checks import (
     SummaryInfo,
     Window,
     check_journal,
+    check_projection,
     check_rejections,
     check_server_errors,
     over_threshold,
@@ -134,3 +135,13 @@ def test_server_errors_only_inside_outages_and_with_a_specific_code() -> None:
     assert not check_server_errors([internal], [window]).ok
     no_code = ServerError(105.0, "POST", "/v1/threads/t/messages", 502, None)
     assert not check_server_errors([no_code], [window]).ok
+
+
+def test_verify_ignores_only_the_threads_the_harness_put_on_the_topic_itself() -> None:
+    poison = {"account_id": "default", "thread_id": "fz-poison\n", "kind": "unknown_thread"}
+    report = {"ok": False, "pending_messages": 0, "differences": [{**poison, "journal": 0, "projection": 1}]}
+    assert check_projection(report, {"fz-poison\n"}).ok
+    assert not check_projection(report).ok
+    fewer = {"account_id": "default", "thread_id": "t", "kind": "fewer", "journal": 3, "projection": 2}
+    assert not check_projection({**report, "differences": [fewer]}, {"t"}).ok
+    assert not check_projection({"ok": True, "pending_messages": 4, "differences": []}).ok
