@@ -16,6 +16,7 @@ over the thresholds must get its summary.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -228,11 +229,17 @@ def check_projection(report: Mapping[str, Any], injected: Iterable[str] = ()) ->
     )
 
 
-def check_processors(url: str, admin_token: str) -> CheckResult:
+def check_processors(url: str, admin_token: str, *, wait_s: float = 45.0) -> CheckResult:
+    """Every processor of the node `running`, waiting up to `wait_s` (a restarted node's processors
+    are `starting` until their consumer groups joined)."""
+    deadline = time.monotonic() + wait_s
     with NodeClient(url, admin_token) as node:
-        processors = node.get("/admin/v1/processors")
-    states = {p["name"]: p["state"] for p in processors}
-    bad = {name: state for name, state in states.items() if state != "running"}
+        while True:
+            states = {p["name"]: p["state"] for p in node.get("/admin/v1/processors")}
+            bad = {name: state for name, state in states.items() if state != "running"}
+            if not bad or time.monotonic() >= deadline:
+                break
+            time.sleep(1.0)
     if bad:
         return CheckResult("processors running", False, ", ".join(f"{n} {s}" for n, s in sorted(bad.items())))
     return CheckResult("processors running", True, f"{len(states)} running")
