@@ -3,17 +3,24 @@ compaction when a thread crosses `TOKEN_LIMIT` tokens or `MESSAGE_LIMIT` message
 
 Input: `journal.messages`. Output: `compaction.requested` (key thread_id; `request_payload`).
 
-Per message, in one Redis script (`sinks.redis.thresholds.ThresholdStore.count`): claim the message
-(idempotent under redelivery and replay), add it to the thread's counters, check the thresholds
-(`crossing`, the pure rule) and, when crossed, take the thread's flush-and-summarize guard. Only
-a crossing that took the guard emits a request: while a compaction is in flight (guard held) no
-second one is requested. The summarizer releases the guard and resets the counters
-(`ThresholdStore.release_guard` / `reset_counters`).
+Per message, in one Redis script (`sinks.redis.thresholds.ThresholdStore.count`): add it to the
+thread's counters when it is the next offset (a message already counted changes nothing, so
+redelivery, replay and republish never count twice), check the thresholds (`crossing`, the pure
+rule) and, when crossed, take the thread's flush-and-summarize guard. Only a crossing that took the
+guard emits a request: while a compaction is in flight (guard held) no second one is requested.
+The summarizer releases the guard and resets the counters (`ThresholdStore.release_guard` /
+`reset_counters`).
 
-Redis holds only derived state. When a thread's state is missing (Redis wiped or restarted empty,
-or a new thread) or stale (just summarized), it is rebuilt from the journal: messages after the
-last summary's `last_message_offset` (-1 without a summary) up to and including the current one
-are summed and claimed (`fold`), so the request still comes at the message that crosses.
+The counters are always the pure rule's `fold` of the journal since the last summary up to the
+offset they reach, whatever order messages arrive in. Redis holds only derived state: when a
+thread's state is missing (Redis wiped or restarted empty, or a new thread) or stale (just
+summarized), it is rebuilt from the journal: the agent's messages after the last summary's
+`last_message_offset` (-1 without a summary) up to the current message, and at least up to where
+the counting had got before the reset (an old message republished after a restart may come first),
+are summed (`fold`). When messages before the current one were never counted (records lost on
+their way, or another agent's in between), those are read from the journal and added (`gap`). So
+the request comes at the message that crosses, or - when the rebuild finds a crossing among
+messages counted earlier - at once, up to where the counting had got.
 
 Every request is recorded in Postgres as its thread's compaction in flight
 (`sinks.postgres.compactions`) BEFORE it is produced, and a crossing the guard held back
@@ -117,16 +124,14 @@ def advance(
     return after, crossing(after, token_limit=token_limit, message_limit=message_limit)
 
 
-def fold(messages: Sequence[Message], agent_id: str, up_to: int) -> tuple[Counters, list[str]]:
+def fold(messages: Sequence[Message], agent_id: str, up_to: int) -> Counters:
     """The counters of `messages` (the journal since the last summary) of `agent_id` with offset
-    <= `up_to`, and their message ids (to claim)."""
+    <= `up_to`."""
     counters = Counters()
-    ids: list[str] = []
     for message in messages:
         if message.offset <= up_to and message.agent_id == agent_id:
             counters, _ = advance(counters, message.token_count)
-            ids.append(message.message_id)
-    return counters, ids
+    return counters
 
 
 def scope_of(message: Message) -> ThreadScope:
@@ -134,8 +139,10 @@ def scope_of(message: Message) -> ThreadScope:
 
 
 def request_payload(message: Message, outcome: Outcome, requested_at: datetime) -> dict[str, Any]:
-    """The `compaction.requested` value for the crossing `outcome` decided at `message`."""
+    """The `compaction.requested` value for the crossing `outcome` decided while counting `message`
+    (the thread's; the request reaches `outcome.offset`)."""
     assert outcome.base is not None and outcome.tokens is not None and outcome.messages is not None
+    assert outcome.offset is not None
     return {
         "schema_version": REQUEST_SCHEMA_VERSION,
         "environment": message.environment,
@@ -144,7 +151,7 @@ def request_payload(message: Message, outcome: Outcome, requested_at: datetime) 
         "user_id": message.user_id,
         "thread_id": message.thread_id,
         "from_offset": outcome.base,
-        "to_offset": message.offset,
+        "to_offset": outcome.offset,
         "tokens": outcome.tokens,
         "messages": outcome.messages,
         "reason": outcome.reason,
@@ -227,36 +234,29 @@ class Thresholds(Processor):
             await self.store.aclose()
 
     async def outcome(self, message: Message) -> Outcome:
-        """Count `message` (rebuilding the thread's state from the journal when needed)."""
+        """Count `message` (rebuilding the thread's state from the journal, or adding the messages
+        before it that were never counted, when needed)."""
         scope = scope_of(message)
         for _ in range(3):
-            outcome = await self.store.count(scope, message.message_id, message.offset, message.token_count)
-            if outcome.kind != "rebuild":
-                return outcome
-            outcome = await self.rebuild(message)
+            outcome = await self.store.count(scope, message.offset, message.token_count)
+            if outcome.kind == "rebuild":
+                outcome = await self.rebuild(message, outcome)
+            elif outcome.kind == "gap":
+                outcome = await self.fill_gap(message, outcome)
             if outcome.kind != "exists":
                 return outcome
         raise RuntimeError(f"thread state of {scope} keeps changing during its rebuild")  # transient
 
-    async def rebuild(self, message: Message) -> Outcome:
+    async def rebuild(self, message: Message, seen: Outcome) -> Outcome:
         """Rebuild the thread's counters from the journal since its last summary (module doc)."""
-        if self.journal is None:
-            raise NeedsNodeJournal("the thresholds processor needs the node's journal")
         if self._summaries is None:
             raise RuntimeError("the thresholds processor was not started")
         summary = await self._summaries.current(message.thread, message.agent_id)
         last = summary.last_message_offset if summary is not None else -1
-        since: list[Message] = []
-        cursor = last
-        while cursor < message.offset:
-            page = await self.journal.after(message.thread, cursor, JOURNAL_PAGE)
-            if not page:
-                break
-            since.extend(page)
-            cursor = page[-1].offset
-        counters, ids = fold(since, message.agent_id, message.offset)
+        upto = max(message.offset, last, seen.offset if seen.offset is not None else -1)
+        counters = fold(await self._journal_between(message.thread, last, upto), message.agent_id, upto)
         log.info(
-            "rebuilt counters of %s/%s/%s/%s from the journal: %d messages, %d tokens since offset %d",
+            "rebuilt counters of %s/%s/%s/%s from the journal: %d messages, %d tokens from offset %d to %d",
             message.environment,
             message.account_id,
             message.agent_id,
@@ -264,16 +264,51 @@ class Thresholds(Processor):
             counters.messages,
             counters.tokens,
             last + 1,
+            upto,
         )
         return await self.store.install(
             scope_of(message),
+            seen,
             base=last + 1,
+            upto=upto,
             tokens=counters.tokens,
             messages=counters.messages,
-            message_ids=ids,
             offset=message.offset,
-            counted=message.offset > last,
         )
+
+    async def fill_gap(self, message: Message, seen: Outcome) -> Outcome:
+        """Add the agent's journal messages after the counters' end (`seen.offset`) up to and
+        including `message` (module doc)."""
+        assert seen.base is not None and seen.offset is not None
+        assert seen.tokens is not None and seen.messages is not None
+        added = fold(
+            await self._journal_between(message.thread, seen.offset, message.offset),
+            message.agent_id,
+            message.offset,
+        )
+        return await self.store.install(
+            scope_of(message),
+            seen,
+            base=seen.base,
+            upto=message.offset,
+            tokens=seen.tokens + added.tokens,
+            messages=seen.messages + added.messages,
+            offset=message.offset,
+        )
+
+    async def _journal_between(self, thread: ThreadRef, after: int, up_to: int) -> list[Message]:
+        """The thread's journal messages with `after < offset <= up_to`, oldest first."""
+        if self.journal is None:
+            raise NeedsNodeJournal("the thresholds processor needs the node's journal")
+        found: list[Message] = []
+        cursor = after
+        while cursor < up_to:
+            page = await self.journal.after(thread, cursor, JOURNAL_PAGE)
+            if not page:
+                break
+            found.extend(m for m in page if m.offset <= up_to)
+            cursor = page[-1].offset
+        return found
 
     async def process(self, batch: Sequence[Record]) -> None:
         messages = [decode(record) for record in batch]  # all-or-nothing before any effect
@@ -283,9 +318,9 @@ class Thresholds(Processor):
             outcome = await self.outcome(message)
             if outcome.emits:
                 requests.append((message, outcome))
-            elif outcome.kind == "guarded":
+            elif outcome.kind == "guarded" and outcome.offset is not None:
                 scope = scope_of(message)
-                held_back[scope] = max(held_back.get(scope, -1), message.offset)
+                held_back[scope] = max(held_back.get(scope, -1), outcome.offset)
         if held_back:
             await self._ledger().record_crossings(held_back)
         await self.emit(requests)
@@ -299,14 +334,14 @@ class Thresholds(Processor):
         payloads = [(message, request_payload(message, outcome, now)) for message, outcome in requests]
         await self._ledger().record_requests([(scope_of(m), p) for m, p in payloads])
         await self._publish([(m.thread_id, p) for m, p in payloads])
-        for message, _ in requests:
-            await self.store.mark_sent(scope_of(message), message.offset)
+        for message, payload in payloads:
+            await self.store.mark_sent(scope_of(message), payload["to_offset"])
             log.info(
                 "compaction requested for %s/%s/%s at offset %d",
                 message.environment,
                 message.account_id,
                 message.thread_id,
-                message.offset,
+                payload["to_offset"],
             )
 
     async def reevaluate(self, scope: ThreadScope) -> Outcome | None:

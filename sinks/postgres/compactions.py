@@ -1,6 +1,6 @@
 """The `thread_compactions` table: thread memory's durable state (migration 0006).
 
-Redis holds thread memory's derived state (counters, claims, the flush-and-summarize guard) and
+Redis holds thread memory's derived state (counters, the flush-and-summarize guard) and
 the broker carries the compaction requests; either may lose everything (a Redis wipe, the
 memory-only embedded broker restarting). One row per (environment, account, agent, thread) keeps
 what must survive them:

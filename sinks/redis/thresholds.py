@@ -1,21 +1,28 @@
-"""Per-thread threshold state in Redis: message claims, counters since the last summary, the
+"""Per-thread threshold state in Redis: the counters since the last summary, what they cover, the
 flush-and-summarize guard.
 
 Keys, under `{namespace}/{environment}/{account_id}/{agent_id}/{thread_id}` (`ThreadScope.prefix`):
 - `.../state` (hash): `base` (the first offset after the last summary: what the counters count
-  from), `tokens`, `messages`; `stale` when the summarizer reset the counters (the next message
-  rebuilds them from the journal); `req_offset`/`req_tokens`/`req_messages`/`req_reason` while a
-  compaction request is decided but not yet confirmed delivered (`mark_sent` clears them).
-- `.../claim/{message_id}`: the per-message side-effect claim (`SET NX`, `claim_ttl_s`, 7 days).
+  from), `upto` and the counters `tokens`, `messages`. Invariant: the counters are exactly the
+  pure rule's `fold` of the journal's messages of the thread's agent with `base <= offset <= upto`
+  (`upto = base - 1`: none yet). `stale` when the summarizer reset the counters (`upto` is then
+  kept: how far the counting had got). `req_offset`/`req_tokens`/`req_messages`/`req_reason`
+  while a compaction request is decided but not yet confirmed delivered (`mark_sent` clears them).
 - `.../guard`: the flush-and-summarize guard (`SET NX` with a lease, `guard_ttl_s`; its value is
   the crossing offset), held from the crossing until the summarizer calls `release_guard` (or the
   lease runs out). The compaction recovery takes it again (`hold_guard`) when it requests a
   compaction again after Redis lost it.
 
-`count(...)` is ONE Lua script: claim + increment + threshold check + guard, so a crash can never
-claim a message without counting it. It answers an `Outcome` (see `Outcome.kind`). A missing (or
-stale) state hash means Redis lost the thread's state, or a summary was just written: the caller
-rebuilds from the journal and installs the result with `install(...)` (also one script).
+Counting is by offset, not by message: a thread's offsets are gap-free, so the message at
+`upto + 1` is the only one that can extend the counters by itself. `count(...)` is ONE Lua script
+(read the state, count, check the thresholds, take the guard) and answers an `Outcome` (see
+`Outcome.kind`): a message at or below `upto` is already counted (redelivery, replay, republish),
+whatever order messages arrive in, so nothing is ever counted twice; a message past `upto + 1`
+(records lost or reordered on their way, or another agent's messages in between) is a `gap`; a
+missing or stale state is a `rebuild`. For both the caller reads the journal and installs the
+result with `install(...)` (also one script), which applies it only when the state is still the
+one `count` saw (`Outcome.state`), so concurrent workers, resets and wipes never mix. Nothing is
+kept per message (cost per message: one script, one hash).
 
 Redis holds only derived or coordination state: losing it all is repaired by that rebuild. Redis
 errors propagate (the processor's batch is retried). All keys of a thread are in one script call;
@@ -33,63 +40,75 @@ from redis.asyncio import Redis
 from sinks.redis.client import redis_client
 
 DEFAULT_NAMESPACE = "memstream/thresholds"
-CLAIM_TTL_S = 7 * 24 * 3600
-"""A claim outlives any redelivery or replay window worth deduplicating (older offsets are below
-`base` once summarized)."""
 GUARD_TTL_S = 15 * 60
 """The guard's lease: a summarizer that dies frees the thread after this long."""
 
-_DECIDE = """
+# Every script answers {kind, base, tokens, messages, offset, reason, state} (false where unknown):
+# `offset` is where the counters end (`upto`, or the request's crossing), `state` the fingerprint
+# of the state seen (base:upto:stale, empty parts when absent) that `install` checks.
+_COMMON = """
+local function fingerprint(base, upto, stale)
+  return (base or '') .. ':' .. (upto or '') .. ':' .. (stale or '')
+end
 local function decide(state, guard, offset, tokens, messages, base, tl, ml, guard_ttl)
   local reason = false
   if tokens >= tl then reason = 'tokens' elseif messages >= ml then reason = 'messages' end
-  if not reason then return {'counted', base, tokens, messages} end
+  if not reason then return {'counted', base, tokens, messages, offset} end
   if redis.call('SET', guard, offset, 'NX', 'PX', guard_ttl) then
     redis.call('HSET', state, 'req_offset', offset, 'req_tokens', tokens,
                'req_messages', messages, 'req_reason', reason)
-    return {'request', base, tokens, messages, reason}
+    return {'request', base, tokens, messages, offset, reason}
   end
-  return {'guarded', base, tokens, messages, reason}
+  return {'guarded', base, tokens, messages, offset, reason}
 end
 """
 
 _COUNT = (
-    _DECIDE
+    _COMMON
     + """
--- KEYS: state, claim, guard. ARGV: offset, tokens, claim_ttl_ms, token_limit, message_limit, guard_ttl_ms
-local base = redis.call('HGET', KEYS[1], 'base')
-if (not base) or redis.call('HEXISTS', KEYS[1], 'stale') == 1 then return {'rebuild'} end
-base = tonumber(base)
-local offset = tonumber(ARGV[1])
-if offset < base then return {'old', base} end
-if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[3]) then
-  local req = redis.call('HMGET', KEYS[1], 'req_offset', 'req_tokens', 'req_messages', 'req_reason')
-  if req[1] and tonumber(req[1]) == offset and redis.call('EXISTS', KEYS[3]) == 1 then
-    return {'resend', base, tonumber(req[2]), tonumber(req[3]), req[4]}
-  end
-  return {'duplicate', base}
+-- KEYS: state, guard. ARGV: offset, tokens, token_limit, message_limit, guard_ttl_ms
+local s = redis.call('HMGET', KEYS[1], 'base', 'upto', 'tokens', 'messages', 'stale', 'req_offset')
+local seen = fingerprint(s[1], s[2], s[5])
+if not s[1] or not s[2] or not s[3] or not s[4] or s[5] then
+  return {'rebuild', false, false, false, s[2] and tonumber(s[2]) or false, false, seen}
 end
-local tokens = redis.call('HINCRBY', KEYS[1], 'tokens', ARGV[2])
-local messages = redis.call('HINCRBY', KEYS[1], 'messages', 1)
-return decide(KEYS[1], KEYS[3], offset, tokens, messages, base,
-              tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6])
+local base, upto = tonumber(s[1]), tonumber(s[2])
+local tokens, messages = tonumber(s[3]), tonumber(s[4])
+local offset = tonumber(ARGV[1])
+if offset < base then return {'old', base, tokens, messages, upto} end
+if offset <= upto then
+  if s[6] and tonumber(s[6]) == offset and redis.call('EXISTS', KEYS[2]) == 1 then
+    local req = redis.call('HMGET', KEYS[1], 'req_tokens', 'req_messages', 'req_reason')
+    return {'resend', base, tonumber(req[1]), tonumber(req[2]), offset, req[3]}
+  end
+  return {'duplicate', base, tokens, messages, upto}
+end
+if offset > upto + 1 then return {'gap', base, tokens, messages, upto, false, seen} end
+tokens = tokens + tonumber(ARGV[2])
+messages = messages + 1
+redis.call('HSET', KEYS[1], 'upto', offset, 'tokens', tokens, 'messages', messages)
+return decide(KEYS[1], KEYS[2], offset, tokens, messages, base,
+              tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5])
 """
 )
 
 _INSTALL = (
-    _DECIDE
+    _COMMON
     + """
--- KEYS: state, guard, claims... ARGV: base, tokens, messages, offset, claim_ttl_ms, token_limit,
--- message_limit, guard_ttl_ms, counted ('1' when the current message is among the counted ones)
-local current = redis.call('HGET', KEYS[1], 'base')
-if current and redis.call('HEXISTS', KEYS[1], 'stale') == 0 then return {'exists'} end
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'base', ARGV[1], 'tokens', ARGV[2], 'messages', ARGV[3])
-for i = 3, #KEYS do redis.call('SET', KEYS[i], '1', 'PX', ARGV[5]) end
-local base = tonumber(ARGV[1])
-if ARGV[9] ~= '1' then return {'old', base} end
-return decide(KEYS[1], KEYS[2], tonumber(ARGV[4]), tonumber(ARGV[2]), tonumber(ARGV[3]), base,
-              tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8])
+-- KEYS: state, guard. ARGV: seen (the fingerprint `count` answered), base, upto, tokens, messages,
+-- offset (the message being counted), token_limit, message_limit, guard_ttl_ms
+local s = redis.call('HMGET', KEYS[1], 'base', 'upto', 'stale')
+if fingerprint(s[1], s[2], s[3]) ~= ARGV[1] then return {'exists'} end
+if s[3] then redis.call('DEL', KEYS[1]) end
+redis.call('HSET', KEYS[1], 'base', ARGV[2], 'upto', ARGV[3], 'tokens', ARGV[4], 'messages', ARGV[5])
+local base, upto, offset = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[6])
+local tokens, messages = tonumber(ARGV[4]), tonumber(ARGV[5])
+local out = decide(KEYS[1], KEYS[2], upto, tokens, messages, base,
+                   tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9])
+if out[1] == 'counted' then  -- the message itself was counted before, or is covered by the summary
+  if offset < base then out[1] = 'old' elseif offset < upto then out[1] = 'duplicate' end
+end
+return out
 """
 )
 
@@ -109,8 +128,12 @@ return redis.call('DEL', KEYS[1])
 """
 
 _RESET = """
+-- KEYS: state. ARGV: from_offset. Keeps how far the counting had got (`upto`).
+local upto = tonumber(redis.call('HGET', KEYS[1], 'upto'))
+local floor = tonumber(ARGV[1]) - 1
+if not upto or upto < floor then upto = floor end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'base', ARGV[1], 'tokens', 0, 'messages', 0, 'stale', 1)
+redis.call('HSET', KEYS[1], 'base', ARGV[1], 'upto', upto, 'tokens', 0, 'messages', 0, 'stale', 1)
 return 1
 """
 
@@ -128,30 +151,42 @@ class ThreadScope:
         return f"{namespace}/{self.environment}/{self.account_id}/{self.agent_id}/{self.thread_id}"
 
 
-OutcomeKind = Literal["counted", "request", "resend", "guarded", "duplicate", "old", "rebuild", "exists"]
+OutcomeKind = Literal[
+    "counted", "request", "resend", "guarded", "duplicate", "old", "rebuild", "gap", "exists"
+]
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """What `count`/`install` did for one message.
 
-    - `counted`: claimed and counted, no threshold crossed.
-    - `request`: counted, a threshold is crossed and the guard was acquired: emit a request.
-    - `resend`: already claimed, and the request decided for this very message was never confirmed
+    - `counted`: counted (it was the next offset), no threshold crossed.
+    - `request`: the counters cross a threshold at `offset` and the guard was acquired: emit a
+      request up to `offset` (past the message itself when a rebuild found messages counted
+      before it).
+    - `resend`: already counted, and the request decided at this very message was never confirmed
       delivered (`mark_sent`) while its guard is still held: emit it again.
-    - `guarded`: counted and crossed, but a compaction is already in flight (guard held).
-    - `duplicate`: already claimed (redelivery or replay): nothing changed.
+    - `guarded`: crossed at `offset`, but a compaction is already in flight (guard held).
+    - `duplicate`: already counted (redelivery, replay, republish): nothing changed.
     - `old`: the message is covered by the last summary (offset < base): nothing changed.
-    - `rebuild`: the thread's state is missing or stale: rebuild it from the journal.
-    - `exists` (install only): another worker installed the state first: count again.
-    `base`, `tokens`, `messages`, `reason` describe the counters after the call when known.
+    - `rebuild` (count only): the thread's state is missing or stale: rebuild it from the journal
+      since the last summary, up to the message and at least to `offset` (how far the counting
+      had got, when known), and `install` it.
+    - `gap` (count only): messages between `offset` (the counters' end) and this one were never
+      counted: add the journal's and `install`.
+    - `exists` (install only): the state changed since `count` saw it: count again.
+    `base`, `tokens`, `messages`, `offset` (where the counters end: the state's `upto`, or the
+    crossing), `reason` describe the counters after the call when known; `state` is what `install`
+    checks (rebuild and gap).
     """
 
     kind: OutcomeKind
     base: int | None = None
     tokens: int | None = None
     messages: int | None = None
+    offset: int | None = None
     reason: str | None = None
+    state: str | None = None
 
     @property
     def emits(self) -> bool:
@@ -163,14 +198,18 @@ def _text(value: object) -> str:
 
 
 def _outcome(raw: Sequence[object]) -> Outcome:
-    kind = _text(raw[0])
-    numbers = [int(_text(v)) for v in raw[1:4]]
+    """Parse a script's answer {kind, base, tokens, messages, offset, reason, state} (shorter, or
+    with nils, where unknown)."""
+    values = [None if v is None else _text(v) for v in raw] + [None] * 7
+    numbers = [None if v is None else int(v) for v in values[1:5]]
     return Outcome(
-        kind=kind,  # type: ignore[arg-type]  # the scripts return only OutcomeKind values
-        base=numbers[0] if len(numbers) > 0 else None,
-        tokens=numbers[1] if len(numbers) > 1 else None,
-        messages=numbers[2] if len(numbers) > 2 else None,
-        reason=_text(raw[4]) if len(raw) > 4 else None,
+        kind=values[0],  # type: ignore[arg-type]  # the scripts return only OutcomeKind values
+        base=numbers[0],
+        tokens=numbers[1],
+        messages=numbers[2],
+        offset=numbers[3],
+        reason=values[5],
+        state=values[6],
     )
 
 
@@ -185,7 +224,6 @@ class ThresholdStore:
         token_limit: int,
         message_limit: int,
         namespace: str = DEFAULT_NAMESPACE,
-        claim_ttl_s: float = CLAIM_TTL_S,
         guard_ttl_s: float = GUARD_TTL_S,
         owns_client: bool = False,
     ) -> None:
@@ -195,7 +233,6 @@ class ThresholdStore:
         self.namespace = namespace
         self.token_limit = token_limit
         self.message_limit = message_limit
-        self.claim_ttl_ms = max(1, int(claim_ttl_s * 1000))
         self.guard_ttl_ms = max(1, int(guard_ttl_s * 1000))
         self._owns_client = owns_client
         self._count = client.register_script(_COUNT)
@@ -221,48 +258,48 @@ class ThresholdStore:
     def guard_key(self, scope: ThreadScope) -> str:
         return f"{scope.prefix(self.namespace)}/guard"
 
-    def claim_key(self, scope: ThreadScope, message_id: str) -> str:
-        return f"{scope.prefix(self.namespace)}/claim/{message_id}"
-
-    async def count(self, scope: ThreadScope, message_id: str, offset: int, tokens: int) -> Outcome:
-        """Claim, count and check one message atomically (module doc)."""
+    async def count(self, scope: ThreadScope, offset: int, tokens: int) -> Outcome:
+        """Count the message at `offset` (of `tokens` tokens) and check the thresholds, atomically
+        (module doc): `counted`, `request`, `guarded`, or - nothing changed - `duplicate`,
+        `resend`, `old`, `rebuild`, `gap`."""
         raw = await self._count(
-            keys=[self.state_key(scope), self.claim_key(scope, message_id), self.guard_key(scope)],
-            args=[offset, tokens, self.claim_ttl_ms, self.token_limit, self.message_limit, self.guard_ttl_ms],
+            keys=[self.state_key(scope), self.guard_key(scope)],
+            args=[offset, tokens, self.token_limit, self.message_limit, self.guard_ttl_ms],
         )
         return _outcome(raw)
 
     async def install(
         self,
         scope: ThreadScope,
+        seen: Outcome,
         *,
         base: int,
+        upto: int,
         tokens: int,
         messages: int,
-        message_ids: Sequence[str],
         offset: int,
-        counted: bool,
     ) -> Outcome:
-        """Install rebuilt counters (`base`, sums of the journal's messages from `base` up to and
-        including `offset`), claim those messages, then check the threshold for the message at
-        `offset` (when `counted`). Answers `exists` and changes nothing when a valid state is
-        already there."""
+        """Install the counters of the journal's messages (of the scope's agent) with
+        `base <= offset <= upto` (`upto >= base - 1`), when the state is still what `count`
+        answered as `seen` (a `rebuild` or a `gap`); then check the thresholds at `upto` for the
+        message at `offset` (<= `upto`). Answers `exists` and changes nothing when the state changed
+        meanwhile (another worker, a reset, a wipe): count again."""
+        if seen.kind not in ("rebuild", "gap") or seen.state is None:
+            raise ValueError(f"install needs the state a rebuild or gap outcome saw, not {seen.kind!r}")
+        if upto < max(base - 1, offset):
+            raise ValueError(f"upto {upto} is below the message ({offset}) or the base ({base})")
         raw = await self._install(
-            keys=[
-                self.state_key(scope),
-                self.guard_key(scope),
-                *(self.claim_key(scope, m) for m in message_ids),
-            ],
+            keys=[self.state_key(scope), self.guard_key(scope)],
             args=[
+                seen.state,
                 base,
+                upto,
                 tokens,
                 messages,
                 offset,
-                self.claim_ttl_ms,
                 self.token_limit,
                 self.message_limit,
                 self.guard_ttl_ms,
-                "1" if counted else "0",
             ],
         )
         return _outcome(raw)
@@ -286,8 +323,10 @@ class ThresholdStore:
 
     async def reset_counters(self, scope: ThreadScope, from_offset: int) -> None:
         """After a summary covering offsets < `from_offset` was written: the counters restart from
-        there. They are marked stale, so the next message recounts what arrived since from the
-        journal (messages counted while the summary was being made are not lost)."""
+        there. They are marked stale and keep how far the counting had got (`upto`), so the next
+        message - whichever it is, an old one republished included - recounts from the journal
+        everything counted since the summary (messages counted while it was being made are not
+        lost)."""
         if from_offset < 0:
             raise ValueError(f"from_offset must be >= 0, not {from_offset}")
         await self._reset(keys=[self.state_key(scope)], args=[from_offset])

@@ -206,7 +206,7 @@ async def test_a_request_produces_version_one_visible_to_the_context_reader(rig:
     assert await rig.cache.get(REF, "bot") == summary  # the context path's cache shows it too
     # the thresholds restart after the summary, and the thread can be compacted again
     assert await rig.guard() is None
-    assert await rig.store.counters(SCOPE) == {"base": 50, "tokens": 0, "messages": 0, "stale": 1}
+    assert await rig.store.counters(SCOPE) == {"base": 50, "upto": 49, "tokens": 0, "messages": 0, "stale": 1}
 
 
 async def test_a_second_request_folds_the_previous_summary(rig: Rig) -> None:
@@ -230,7 +230,7 @@ async def test_a_second_request_folds_the_previous_summary(rig: Rig) -> None:
     assert previous == first  # progressive: the previous summary plus only the new messages
     assert [m.offset for m in folded] == list(range(50, 90))
     assert await rig.guard() is None
-    assert await rig.store.counters(SCOPE) == {"base": 90, "tokens": 0, "messages": 0, "stale": 1}
+    assert await rig.store.counters(SCOPE) == {"base": 90, "upto": 89, "tokens": 0, "messages": 0, "stale": 1}
 
 
 async def test_redelivery_creates_no_new_version_and_frees_no_newer_guard(rig: Rig) -> None:

@@ -53,12 +53,12 @@ def test_advance_counts_and_reports_the_threshold_reached() -> None:
 
 def test_fold_sums_the_agents_messages_up_to_the_current_offset() -> None:
     journal = [message(0, 5), message(1, 7, agent="other"), message(2, 11), message(3, 13)]
-    assert fold(journal, "bot", 2) == (Counters(tokens=16, messages=2), ["m0", "m2"])
-    assert fold([], "bot", 2) == (Counters(), [])
+    assert fold(journal, "bot", 2) == Counters(tokens=16, messages=2)
+    assert fold([], "bot", 2) == Counters()
 
 
 def test_request_payloads_match_the_declared_schema() -> None:
-    outcome = Outcome("request", base=10, tokens=2_010, messages=12, reason="tokens")
+    outcome = Outcome("request", base=10, tokens=2_010, messages=12, offset=21, reason="tokens")
     payload = request_payload(message(21, 400), outcome, T0)
     default_registry().validate(OUTPUT_TOPIC, payload)
     assert payload == {
