@@ -19,10 +19,14 @@ async def wipe(store: ThresholdStore) -> None:
 
 
 @asynccontextmanager
-async def threshold_store(redis_url: str) -> AsyncIterator[ThresholdStore]:
-    """Limits 2,000 tokens / 50 messages under a fresh `t{hex}/thresholds` namespace."""
+async def threshold_store(
+    redis_url: str, *, token_limit: int = 2_000, message_limit: int = 50
+) -> AsyncIterator[ThresholdStore]:
+    """Limits 2,000 tokens / 50 messages (unless given) under a fresh `t{hex}/thresholds` namespace."""
     namespace = f"t{uuid.uuid4().hex[:12]}/thresholds"
-    store = ThresholdStore(redis_client(redis_url), token_limit=2_000, message_limit=50, namespace=namespace)
+    store = ThresholdStore(
+        redis_client(redis_url), token_limit=token_limit, message_limit=message_limit, namespace=namespace
+    )
     try:
         yield store
     finally:
