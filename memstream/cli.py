@@ -182,6 +182,7 @@ def worker(name: str | None, list_only: bool) -> None:
     if list_only or name is None:
         click.echo("\n".join(names) if names else "no processors are registered yet")
         return
+    from memstream.shutdown import exit_process
     from streams.runtime.errors import ProcessorCrashed, UnknownProcessor
 
     settings = load_settings()
@@ -191,7 +192,8 @@ def worker(name: str | None, list_only: bool) -> None:
         raise click.ClickException(str(exc)) from None
     except ProcessorCrashed as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
+        exit_process(1)
+    exit_process(0)  # stopped in order: native libraries' teardown must not hold the exit
 
 
 @main.group()

@@ -15,6 +15,10 @@ the interpreter waits for at exit - the watchdog ends it at once (`os._exit(exit
 A second signal ends it at once too. Ending at once is safe for the journal: an append is
 acknowledged only after it is durable, and everything else is rebuilt from the journal.
 
+A process that goes on after the orderly stop (a library call such as `run_worker` returning to
+its caller, a test) calls `close()` instead of `uninstall()`: it restores the handlers and disarms
+the watchdog, which would otherwise end the caller `deadline_s` after the signal.
+
 `exit_process(code)` ends the process after its orderly stop without the interpreter's
 finalization, where native libraries tear down (the in-process ClickHouse engine and the Rust
 runtimes took seconds there, out of reach of any Python watchdog) or abort.
@@ -73,6 +77,14 @@ class StopSignals:
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)
         self._previous.clear()
+
+    def close(self) -> None:
+        """The orderly stop is over and the process goes on (module doc): restore the previous
+        handlers and disarm the watchdog."""
+        self.uninstall()
+        watchdog, self._watchdog = self._watchdog, None
+        if watchdog is not None:
+            watchdog.cancel()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         sig = signal.Signals(signum)

@@ -20,6 +20,7 @@ path (the default under its data dir), never `chdb_path`.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -107,6 +108,7 @@ def embedded_stack() -> Iterator[EmbeddedStack]:
     finally:
         for proc in reversed(started):
             proc.stop(sig=services.POSTGRES_STOP_SIGNAL if proc.name == "postgres" else 15)
+        shutil.rmtree(data_dir, ignore_errors=True)  # every session's servers: ~60 MB each
 
 
 @pytest.fixture(scope="session")
@@ -114,12 +116,14 @@ def kafka_bootstrap() -> Iterator[str]:
     """A real Apache Kafka broker (tier 2), started on first use."""
     from kafka_broker import KafkaBroker  # scripts/kafka_broker.py
 
-    broker = KafkaBroker(Path(tempfile.mkdtemp(prefix="memstream-kafka-", dir="/tmp")))
+    work = Path(tempfile.mkdtemp(prefix="memstream-kafka-", dir="/tmp"))
+    broker = KafkaBroker(work)
     broker.start()
     try:
         yield broker.bootstrap
     finally:
         broker.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 @pytest.fixture

@@ -188,11 +188,13 @@ async def _run_until_signal(
     signals = StopSignals(stop.set, deadline_s=settings.stop_deadline_s)
     signals.install(asyncio.get_running_loop())
     try:
-        await supervisor.run(stop)
+        try:
+            await supervisor.run(stop)
+        finally:
+            if pool is not None:
+                await pool.close()
     finally:
-        signals.uninstall()
-        if pool is not None:
-            await pool.close()
+        signals.close()  # the orderly stop is over: its watchdog must not end the caller later
     if failures:
         raise failures[0]
     log.info("processor %s stopped", name)

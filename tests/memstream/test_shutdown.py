@@ -79,6 +79,28 @@ def test_a_stop_that_outlives_the_deadline_ends_the_process() -> None:
     assert "took longer than 1 s: exiting now" in result.stderr
 
 
+def test_a_closed_stop_never_ends_the_process_that_goes_on() -> None:
+    """Regression: `run_worker` returned to its caller (pytest) with the watchdog armed, which ended
+    the caller with exit code 1 `deadline_s` later (CI died in an unrelated test)."""
+    result, _ = _run(
+        """
+        async def main():
+            stop = asyncio.Event()
+            signals = StopSignals(stop.set, deadline_s=0.5)
+            signals.install(asyncio.get_running_loop())
+            os.kill(os.getpid(), signal.SIGTERM)
+            await asyncio.wait_for(stop.wait(), 10)
+            signals.close()
+
+        asyncio.run(main())
+        time.sleep(2)  # four deadlines
+        print("went on")
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    assert "went on" in result.stdout
+
+
 def test_a_second_signal_ends_the_process_at_once() -> None:
     result, elapsed = _run(
         """

@@ -69,6 +69,8 @@ def test_run_worker_runs_until_sigterm(
     watcher.join(5)
     assert seen == list(range(20))
     assert sum(committed(rt_settings, "writer").values()) == len(positions)
+    # run_worker returned to its caller: the stop's watchdog must not end this process later
+    assert not [t for t in threading.enumerate() if isinstance(t, threading.Timer) and t.is_alive()]
 
 
 async def test_a_stop_during_start_returns_and_closes_the_processor(tmp_path: Path) -> None:
