@@ -48,7 +48,7 @@ from memstream.ops.rebuild import rebuild_clickhouse, rebuild_qdrant
 from memstream.permissions import restrict_dir, restrict_umask
 from memstream.relay import JOURNAL_TOPIC, Relay
 from memstream.shutdown import StopSignals
-from memstream.topic_sync import EntriesTopicGuard, JournalTopicGuard, TopicSync
+from memstream.topic_sync import EntriesTopicGuard, JournalTopicGuard, TopicSync, compaction_guards
 from memstream.transcripts.tools import JournalTools
 from processors.compaction_recovery import CompactionRecovery
 from processors.compaction_recovery import create as create_recovery
@@ -160,7 +160,11 @@ async def _serve(
     journal_guard = JournalTopicGuard(journal, relay, progress, journal_groups)
     topic_sync = TopicSync(
         settings,
-        [journal_guard, EntriesTopicGuard(pool, entries_relay)],
+        [
+            journal_guard,
+            EntriesTopicGuard(pool, entries_relay),
+            *compaction_guards(settings, pool, lambda: recovery.topics_lost()),
+        ],
         on_topics_applied=lambda created: recovery.topics_applied(created),
     )
     api_journal: Journal = NotifyingJournal(journal, relay)

@@ -23,6 +23,10 @@ Guards:
 - `EntriesTopicGuard`: identity kept in Postgres (`topic_identities`); refill: the entries outbox
   relay moves every record confirmed on the lost topic but not yet applied by the projection back
   into the outbox (`EntriesOutboxRelay.republish_unapplied`).
+- `CompactionTopicGuard` (`compaction.requested`, `compaction.flushed`): identity kept in Postgres
+  too; refill: `on_lost()` - the compaction recovery requests every open compaction again
+  (`processors.compaction_recovery`), whoever brought the topic back (the node's own
+  `apply_topics` reports what it created, but a topic may come back by another way).
 
 `check()` runs at node start, from the relay's topic-missing hook, and every `interval_s` in `run`
 (the periodic consistency check); checks are serialised. Logs: `memstream.topic_sync`.
@@ -52,6 +56,7 @@ from streams.topics import TopicRegistry, default_registry, topic_name
 log = logging.getLogger("memstream.topic_sync")
 
 CHECK_INTERVAL_S = 10.0
+COMPACTION_TOPICS = ("compaction.requested", "compaction.flushed")
 IDENTITY_TIMEOUT_S = 3.0
 """How long a check waits for the broker to describe a topic (a worker thread outlives a stop by
 at most this much)."""
@@ -139,18 +144,16 @@ class JournalTopicGuard(TopicGuard):
         return True
 
 
-class EntriesTopicGuard(TopicGuard):
-    """`memory.entries` (module doc)."""
+class PostgresTopicGuard(TopicGuard):
+    """A guard keeping the identity in Postgres (`topic_identities`, by broker-side topic name)."""
 
-    name = ENTRIES_TOPIC
-
-    def __init__(self, pool: asyncpg.Pool, relay: EntriesOutboxRelay) -> None:
+    def __init__(self, pool: asyncpg.Pool, broker_name: str) -> None:
         self.pool = pool
-        self.relay = relay
+        self.broker_name = broker_name
 
     async def stored(self) -> int:
         value = await self.pool.fetchval(
-            "SELECT fingerprint FROM topic_identities WHERE topic = $1", self.relay.topic
+            "SELECT fingerprint FROM topic_identities WHERE topic = $1", self.broker_name
         )
         return int(value or 0)
 
@@ -160,9 +163,19 @@ class EntriesTopicGuard(TopicGuard):
             INSERT INTO topic_identities (topic, fingerprint) VALUES ($1, $2)
             ON CONFLICT (topic) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, updated_at = now()
             """,
-            self.relay.topic,
+            self.broker_name,
             fingerprint,
         )
+
+
+class EntriesTopicGuard(PostgresTopicGuard):
+    """`memory.entries` (module doc)."""
+
+    name = ENTRIES_TOPIC
+
+    def __init__(self, pool: asyncpg.Pool, relay: EntriesOutboxRelay) -> None:
+        super().__init__(pool, relay.topic)
+        self.relay = relay
 
     async def refill(self) -> str | None:
         self.relay.interrupt()  # a round stuck on the replaced topic must give up the relays' lock
@@ -170,6 +183,29 @@ class EntriesTopicGuard(TopicGuard):
         if count == 0:
             return None
         return f"{count} agent-memory record(s) not yet applied by the projection go back into the outbox"
+
+
+class CompactionTopicGuard(PostgresTopicGuard):
+    """`compaction.requested` or `compaction.flushed` (module doc): `on_lost` is called when the
+    topic is not the one the open compactions were requested on."""
+
+    def __init__(
+        self, settings: Settings, pool: asyncpg.Pool, name: str, on_lost: Callable[[], None]
+    ) -> None:
+        super().__init__(pool, topic_name(settings, name))
+        self.name = name
+        self.on_lost = on_lost
+
+    async def refill(self) -> str | None:
+        self.on_lost()
+        return "every open compaction is requested again"
+
+
+def compaction_guards(
+    settings: Settings, pool: asyncpg.Pool, on_lost: Callable[[], None]
+) -> list[CompactionTopicGuard]:
+    """The guards of both compaction topics (`COMPACTION_TOPICS`), calling `on_lost`."""
+    return [CompactionTopicGuard(settings, pool, name, on_lost) for name in COMPACTION_TOPICS]
 
 
 class TopicSync:

@@ -25,7 +25,7 @@ from memstream.journal import NewMessage, SlateJournal, ThreadRef
 from memstream.memory.outbox import AppliedOutbox, EntriesOutboxRelay
 from memstream.memory.service import MemoryService
 from memstream.relay import Relay
-from memstream.topic_sync import EntriesTopicGuard, JournalTopicGuard, TopicSync
+from memstream.topic_sync import EntriesTopicGuard, JournalTopicGuard, TopicSync, compaction_guards
 from processors.clickhouse_projection import ClickHouseProjection
 from processors.qdrant_projection import QdrantProjection
 from sinks.clickhouse.store import ClickHouseTranscriptStore
@@ -341,3 +341,32 @@ async def test_the_periodic_check_refills_by_itself_and_a_stop_never_waits_for_t
     finally:
         stop.set()
         await relay.close()
+
+
+async def test_compaction_topics_brought_back_by_someone_else_are_found_new(
+    broker_of_test: OwnBroker, tmp_path: Path, topic_prefix: str, pool: asyncpg.Pool
+) -> None:
+    """The broker lost every topic and something other than the node's own `apply_topics` declared
+    them again (e.g. an older node, an operator's `memstream topics apply`, or a client that lets the
+    broker create topics): the node never saw them `created`, yet its topic check finds the
+    compaction topics new and tells the compaction recovery - once."""
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        environment="test",
+        topic_prefix=topic_prefix,
+        broker_url=f"kafka://{broker_of_test.bootstrap}",
+    )
+    apply_topics(settings, REGISTRY)
+    lost: list[str] = []
+    sync = TopicSync(
+        settings, compaction_guards(settings, pool, lambda: lost.append("lost")), registry=REGISTRY
+    )
+    assert await sync.check() == []  # nothing stored yet: the topics as they are are recorded
+    assert lost == []
+
+    broker_of_test.restart()
+    apply_topics(settings, REGISTRY)  # not the node: it learns of no `created` topic
+    assert await sync.check() == ["compaction.requested", "compaction.flushed"]
+    assert lost == ["lost", "lost"]  # the recovery's flag is set (twice: harmless)
+    assert await sync.check() == []  # the identities are recorded: nothing more to tell
+    assert lost == ["lost", "lost"]
