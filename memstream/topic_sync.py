@@ -30,6 +30,12 @@ Guards:
 
 `check()` runs at node start, from the relay's topic-missing hook, and every `interval_s` in `run`
 (the periodic consistency check); checks are serialised. Logs: `memstream.topic_sync`.
+
+The blocking broker calls of a check (and the node's own `apply_topics` after a lost topic) run in
+threads of their own (`in_admin_thread`), never in asyncio's default executor: while the broker
+lacks a topic, every producer waiting for it holds a default-executor thread (a handful of them
+fill it on a small machine), and a check queued behind them would wait for what only it can
+bring back - the topics.
 """
 
 from __future__ import annotations
@@ -37,10 +43,12 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol, TypeVar
 
 import asyncpg
 
@@ -61,6 +69,17 @@ IDENTITY_TIMEOUT_S = 3.0
 """How long a check waits for the broker to describe a topic (a worker thread outlives a stop by
 at most this much)."""
 FAILURE_LOG_INTERVAL_S = 60.0
+
+T = TypeVar("T")
+
+_ADMIN_THREADS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memstream-topic-admin")
+
+
+async def in_admin_thread(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`call(*args, **kwargs)` (a blocking topic-administration call: `streams.admin`,
+    `streams.identity`) in the topic-administration threads (module doc)."""
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_ADMIN_THREADS, functools.partial(call, *args, **kwargs))
 
 
 class WatermarkSource(Protocol):
@@ -273,13 +292,13 @@ class TopicSync:
     async def _check(self, guard: TopicGuard, created: bool) -> bool:
         broker_name = topic_name(self.settings, guard.name, registry=self.registry)
         bootstrap = self.settings.broker_bootstrap
-        identity = await asyncio.to_thread(topic_identity, bootstrap, broker_name, timeout=IDENTITY_TIMEOUT_S)
+        identity = await in_admin_thread(topic_identity, bootstrap, broker_name, timeout=IDENTITY_TIMEOUT_S)
         if identity is None:
-            report = await asyncio.to_thread(apply_topics, self.settings, self.registry)
+            report = await in_admin_thread(apply_topics, self.settings, self.registry)
             if self.on_topics_applied is not None:
                 self.on_topics_applied(report.created)
             created = created or report.was_created(guard.name)
-            identity = await asyncio.to_thread(
+            identity = await in_admin_thread(
                 topic_identity, bootstrap, broker_name, timeout=IDENTITY_TIMEOUT_S
             )
             if identity is None:

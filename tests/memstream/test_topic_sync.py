@@ -11,8 +11,10 @@ lowest checkpoint (not at seq 1), and the group that was ahead skipped what it h
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import asyncpg
@@ -369,4 +371,38 @@ async def test_compaction_topics_brought_back_by_someone_else_are_found_new(
     assert await sync.check() == ["compaction.requested", "compaction.flushed"]
     assert lost == ["lost", "lost"]  # the recovery's flag is set (twice: harmless)
     assert await sync.check() == []  # the identities are recorded: nothing more to tell
+    assert lost == ["lost", "lost"]
+
+
+async def test_a_check_is_not_queued_behind_threads_waiting_for_the_broker(
+    broker_of_test: OwnBroker, tmp_path: Path, topic_prefix: str, pool: asyncpg.Pool
+) -> None:
+    """While the broker lacks its topics, producers waiting for them hold threads of asyncio's
+    default executor (a handful fill it on a 2-core machine: 6 threads). The check that brings the
+    topics back must not wait for one of those threads: it would wait forever."""
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        environment="test",
+        topic_prefix=topic_prefix,
+        broker_url=f"kafka://{broker_of_test.bootstrap}",
+    )
+    apply_topics(settings, REGISTRY)
+    lost: list[str] = []
+    sync = TopicSync(
+        settings, compaction_guards(settings, pool, lambda: lost.append("lost")), registry=REGISTRY
+    )
+    await sync.check()
+    broker_of_test.restart()  # every topic gone: the producers below wait for them
+
+    default_threads = ThreadPoolExecutor(max_workers=2)
+    asyncio.get_running_loop().set_default_executor(default_threads)
+    release = threading.Event()
+    waiting = [asyncio.ensure_future(asyncio.to_thread(release.wait, 60)) for _ in range(2)]
+    try:
+        refilled = await asyncio.wait_for(sync.check(), 20)
+    finally:
+        release.set()
+        await asyncio.gather(*waiting)
+        default_threads.shutdown()
+    assert refilled == ["compaction.requested", "compaction.flushed"]
     assert lost == ["lost", "lost"]
