@@ -457,6 +457,12 @@ def verify(settle_s: float, as_json: bool, node_url: str | None) -> None:
                 f"pending: {report['pending_messages']} message(s) of {report['pending_threads']} thread(s) "
                 "not yet published by the relay (not a projection defect)"
             )
+        if report.get("invalid_id_count"):
+            names = ", ".join(report["invalid_id_threads"])
+            click.echo(
+                f"{report['invalid_id_count']} thread(s) have ids no longer accepted (stored before ids "
+                f"were checked in full; readable, never appended to): {names}"
+            )
         diffs = [ThreadDiff(**d) for d in report["differences"]]
         if diffs:
             click.echo(f"{len(diffs)} thread(s) differ:")

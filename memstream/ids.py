@@ -122,6 +122,12 @@ def require_id(value: object, field: str) -> str:
     return ID.require(value, field)
 
 
+def shown_id(value: str) -> str:
+    """An id as a report shows it: as it is when it is a valid `ID`, else quoted with its invalid
+    characters escaped (`'t1\\n'`), so that it cannot break or fake a line of output."""
+    return value if ID.matches(value) else repr(value)
+
+
 def require_environment(value: object, field: str = "environment") -> str:
     """`value` when it is a valid `ENVIRONMENT`; InvalidInput naming `field` otherwise."""
     return ENVIRONMENT.require(value, field)

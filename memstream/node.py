@@ -48,7 +48,13 @@ from memstream.ops.rebuild import rebuild_clickhouse, rebuild_qdrant
 from memstream.permissions import restrict_dir, restrict_umask
 from memstream.relay import JOURNAL_TOPIC, Relay
 from memstream.shutdown import StopSignals
-from memstream.topic_sync import EntriesTopicGuard, JournalTopicGuard, TopicSync
+from memstream.topic_sync import (
+    EntriesTopicGuard,
+    JournalTopicGuard,
+    TopicSync,
+    compaction_guards,
+    in_admin_thread,
+)
 from memstream.transcripts.tools import JournalTools
 from processors.compaction_recovery import CompactionRecovery
 from processors.compaction_recovery import create as create_recovery
@@ -149,7 +155,7 @@ async def _serve(
     async def topic_missing() -> None:
         # The broker lost a topic while we ran (the embedded broker keeps topics in memory): declare
         # the topics again and publish what the consumers lack (they are idempotent).
-        report = await asyncio.to_thread(apply_topics, settings, load_topics())
+        report = await in_admin_thread(apply_topics, settings, load_topics())
         recovery.topics_applied(report.created)
         await topic_sync.check(created=report.created)
 
@@ -160,7 +166,11 @@ async def _serve(
     journal_guard = JournalTopicGuard(journal, relay, progress, journal_groups)
     topic_sync = TopicSync(
         settings,
-        [journal_guard, EntriesTopicGuard(pool, entries_relay)],
+        [
+            journal_guard,
+            EntriesTopicGuard(pool, entries_relay),
+            *compaction_guards(settings, pool, lambda: recovery.topics_lost()),
+        ],
         on_topics_applied=lambda created: recovery.topics_applied(created),
     )
     api_journal: Journal = NotifyingJournal(journal, relay)

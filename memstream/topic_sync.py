@@ -23,9 +23,19 @@ Guards:
 - `EntriesTopicGuard`: identity kept in Postgres (`topic_identities`); refill: the entries outbox
   relay moves every record confirmed on the lost topic but not yet applied by the projection back
   into the outbox (`EntriesOutboxRelay.republish_unapplied`).
+- `CompactionTopicGuard` (`compaction.requested`, `compaction.flushed`): identity kept in Postgres
+  too; refill: `on_lost()` - the compaction recovery requests every open compaction again
+  (`processors.compaction_recovery`), whoever brought the topic back (the node's own
+  `apply_topics` reports what it created, but a topic may come back by another way).
 
 `check()` runs at node start, from the relay's topic-missing hook, and every `interval_s` in `run`
 (the periodic consistency check); checks are serialised. Logs: `memstream.topic_sync`.
+
+The blocking broker calls of a check (and the node's own `apply_topics` after a lost topic) run in
+threads of their own (`in_admin_thread`), never in asyncio's default executor: while the broker
+lacks a topic, every producer waiting for it holds a default-executor thread (a handful of them
+fill it on a small machine), and a check queued behind them would wait for what only it can
+bring back - the topics.
 """
 
 from __future__ import annotations
@@ -33,10 +43,12 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol, TypeVar
 
 import asyncpg
 
@@ -52,10 +64,22 @@ from streams.topics import TopicRegistry, default_registry, topic_name
 log = logging.getLogger("memstream.topic_sync")
 
 CHECK_INTERVAL_S = 10.0
+COMPACTION_TOPICS = ("compaction.requested", "compaction.flushed")
 IDENTITY_TIMEOUT_S = 3.0
 """How long a check waits for the broker to describe a topic (a worker thread outlives a stop by
 at most this much)."""
 FAILURE_LOG_INTERVAL_S = 60.0
+
+T = TypeVar("T")
+
+_ADMIN_THREADS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memstream-topic-admin")
+
+
+async def in_admin_thread(call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`call(*args, **kwargs)` (a blocking topic-administration call: `streams.admin`,
+    `streams.identity`) in the topic-administration threads (module doc)."""
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_ADMIN_THREADS, functools.partial(call, *args, **kwargs))
 
 
 class WatermarkSource(Protocol):
@@ -139,18 +163,16 @@ class JournalTopicGuard(TopicGuard):
         return True
 
 
-class EntriesTopicGuard(TopicGuard):
-    """`memory.entries` (module doc)."""
+class PostgresTopicGuard(TopicGuard):
+    """A guard keeping the identity in Postgres (`topic_identities`, by broker-side topic name)."""
 
-    name = ENTRIES_TOPIC
-
-    def __init__(self, pool: asyncpg.Pool, relay: EntriesOutboxRelay) -> None:
+    def __init__(self, pool: asyncpg.Pool, broker_name: str) -> None:
         self.pool = pool
-        self.relay = relay
+        self.broker_name = broker_name
 
     async def stored(self) -> int:
         value = await self.pool.fetchval(
-            "SELECT fingerprint FROM topic_identities WHERE topic = $1", self.relay.topic
+            "SELECT fingerprint FROM topic_identities WHERE topic = $1", self.broker_name
         )
         return int(value or 0)
 
@@ -160,9 +182,19 @@ class EntriesTopicGuard(TopicGuard):
             INSERT INTO topic_identities (topic, fingerprint) VALUES ($1, $2)
             ON CONFLICT (topic) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, updated_at = now()
             """,
-            self.relay.topic,
+            self.broker_name,
             fingerprint,
         )
+
+
+class EntriesTopicGuard(PostgresTopicGuard):
+    """`memory.entries` (module doc)."""
+
+    name = ENTRIES_TOPIC
+
+    def __init__(self, pool: asyncpg.Pool, relay: EntriesOutboxRelay) -> None:
+        super().__init__(pool, relay.topic)
+        self.relay = relay
 
     async def refill(self) -> str | None:
         self.relay.interrupt()  # a round stuck on the replaced topic must give up the relays' lock
@@ -170,6 +202,29 @@ class EntriesTopicGuard(TopicGuard):
         if count == 0:
             return None
         return f"{count} agent-memory record(s) not yet applied by the projection go back into the outbox"
+
+
+class CompactionTopicGuard(PostgresTopicGuard):
+    """`compaction.requested` or `compaction.flushed` (module doc): `on_lost` is called when the
+    topic is not the one the open compactions were requested on."""
+
+    def __init__(
+        self, settings: Settings, pool: asyncpg.Pool, name: str, on_lost: Callable[[], None]
+    ) -> None:
+        super().__init__(pool, topic_name(settings, name))
+        self.name = name
+        self.on_lost = on_lost
+
+    async def refill(self) -> str | None:
+        self.on_lost()
+        return "every open compaction is requested again"
+
+
+def compaction_guards(
+    settings: Settings, pool: asyncpg.Pool, on_lost: Callable[[], None]
+) -> list[CompactionTopicGuard]:
+    """The guards of both compaction topics (`COMPACTION_TOPICS`), calling `on_lost`."""
+    return [CompactionTopicGuard(settings, pool, name, on_lost) for name in COMPACTION_TOPICS]
 
 
 class TopicSync:
@@ -237,13 +292,13 @@ class TopicSync:
     async def _check(self, guard: TopicGuard, created: bool) -> bool:
         broker_name = topic_name(self.settings, guard.name, registry=self.registry)
         bootstrap = self.settings.broker_bootstrap
-        identity = await asyncio.to_thread(topic_identity, bootstrap, broker_name, timeout=IDENTITY_TIMEOUT_S)
+        identity = await in_admin_thread(topic_identity, bootstrap, broker_name, timeout=IDENTITY_TIMEOUT_S)
         if identity is None:
-            report = await asyncio.to_thread(apply_topics, self.settings, self.registry)
+            report = await in_admin_thread(apply_topics, self.settings, self.registry)
             if self.on_topics_applied is not None:
                 self.on_topics_applied(report.created)
             created = created or report.was_created(guard.name)
-            identity = await asyncio.to_thread(
+            identity = await in_admin_thread(
                 topic_identity, bootstrap, broker_name, timeout=IDENTITY_TIMEOUT_S
             )
             if identity is None:

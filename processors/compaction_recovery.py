@@ -8,7 +8,9 @@ next to the processors) requests open compactions again:
 
 - every open request at once, when the compaction topics are new: at node start when
   `apply_topics` created `compaction.requested` or `compaction.flushed` (the broker lost them),
-  and whenever the node applies the topics again and they were created (`topics_applied`);
+  whenever the node applies the topics again and they were created (`topics_applied`), and
+  whenever the node's topic check finds either topic to be another one than before
+  (`topics_lost`: a broker that lost its topics, whoever declared them again);
 - otherwise, every `interval_s`, each request open for longer than `rerequest_after_s`: a safety
   net for a loss nobody noticed (a request merely queued behind a long backlog is then requested
   twice, which is harmless).
@@ -109,9 +111,16 @@ class CompactionRecovery:
         """The node applied the topics; `created` are those it had to create. When the compaction
         topics are among them, every open request is requested again at once."""
         if requests_lost(created):
-            log.warning("the compaction topics were created anew: requesting every open compaction again")
-            self._everything = True
-            self._wake.set()
+            self.topics_lost("were created anew")
+
+    def topics_lost(self, why: str = "are not the topics the open requests were produced on") -> None:
+        """The compaction topics lost what was produced to them (`why`, for the log): every open
+        request is requested again at once. Called by `topics_applied`, and by the node's topic
+        check (`memstream.topic_sync.CompactionTopicGuard`), which sees a topic that is new however
+        it came back."""
+        log.warning("the compaction topics %s: requesting every open compaction again", why)
+        self._everything = True
+        self._wake.set()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Sweep now and every `interval_s` until `stop` is set. A failing sweep is logged and

@@ -13,6 +13,13 @@ Runs in the node (it owns the journal and the chdb data path). Steps:
 4. While defects or pending messages remain, wait up to `settle_s` (re-reading the relay cursor
    and the projection every `poll_s`): the projection processor may simply be behind.
 `VerifyReport.ok` is True when no defect remains (pending messages alone are not a defect).
+
+Threads whose account or thread id is no longer a valid id (accepted before ids were matched in
+full, e.g. one ending in a line feed: `memstream.ids.check_stored_id`) are counted like any other
+from the journal's seq order, but the journal can no longer be read per thread for them, and
+nothing can be appended to them: their snapshot count is final and they are never re-counted.
+The report lists them (`invalid_id_threads`, named with the invalid parts escaped) besides any
+difference they show.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from memstream.ids import ID, shown_id
 from memstream.journal.base import Journal
 from memstream.journal.models import ThreadRef
 from memstream.ops.progress import Progress, ProgressCallback, no_progress
@@ -32,6 +40,9 @@ from sinks.clickhouse.base import ThreadCount, TranscriptStore
 
 ThreadKey = tuple[str, str]  # (account_id, thread_id)
 DiffKind = Literal["missing_thread", "fewer", "more", "unknown_thread"]
+
+INVALID_ID_NAMES = 100
+"""At most this many threads with invalid ids are named in a report (all are counted)."""
 
 
 @dataclass
@@ -74,10 +85,24 @@ class VerifyReport:
     pending_messages: int
     differences: tuple[ThreadDiff, ...]
     seconds: float
+    invalid_id_count: int = 0
+    """Threads (of the journal or the projection) whose ids are no longer valid (module doc)."""
+    invalid_id_threads: tuple[str, ...] = ()
+    """The first `INVALID_ID_NAMES` of them, as `account/thread` with invalid ids escaped."""
 
     @property
     def ok(self) -> bool:
         return not self.differences
+
+
+def valid_ids(key: ThreadKey) -> bool:
+    """Whether both ids of a thread are valid ids today (module doc)."""
+    return ID.matches(key[0]) and ID.matches(key[1])
+
+
+def thread_name(account_id: str, thread_id: str) -> str:
+    """`account/thread` for messages, an invalid id escaped and quoted (`acme/'t1\\n'`)."""
+    return f"{shown_id(account_id)}/{shown_id(thread_id)}"
 
 
 def compare(
@@ -153,10 +178,13 @@ async def _recount(
     threads: dict[ThreadKey, JournalThread],
     projection: Mapping[ThreadKey, ThreadCount],
 ) -> None:
-    """Add the journal's messages appended after the snapshot to threads the projection has more of."""
+    """Add the journal's messages appended after the snapshot to threads the projection has more of
+    (never to a thread with an invalid id: module doc)."""
     for key, count in projection.items():
         thread = threads.get(key)
         if thread is not None and count.messages <= thread.messages:
+            continue
+        if not valid_ids(key):
             continue
         ref = ThreadRef(environment=environment, account_id=key[0], thread_id=key[1])
         thread = thread or JournalThread()
@@ -204,6 +232,7 @@ async def verify(
             )
         )
         await asyncio.sleep(min(poll_s, remaining))
+    invalid = sorted(key for key in threads.keys() | projection.keys() if not valid_ids(key))
     return VerifyReport(
         environment=environment,
         journal_threads=len(threads),
@@ -214,6 +243,8 @@ async def verify(
         pending_messages=result.pending_messages,
         differences=result.differences,
         seconds=round(time.monotonic() - started, 3),
+        invalid_id_count=len(invalid),
+        invalid_id_threads=tuple(thread_name(*key) for key in invalid[:INVALID_ID_NAMES]),
     )
 
 
@@ -228,7 +259,7 @@ def render_differences(differences: Sequence[ThreadDiff], limit: int = 50) -> li
             "unknown_thread": "in the projection only (not in the journal)",
         }[diff.kind]
         lines.append(
-            f"  {diff.account_id}/{diff.thread_id}: {what} "
+            f"  {thread_name(diff.account_id, diff.thread_id)}: {what} "
             f"(journal {diff.journal}, projection {diff.projection})"
         )
     if len(differences) > limit:

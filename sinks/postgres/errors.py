@@ -8,8 +8,17 @@ connection slots, or the connection to it broke:
   driver's "connection is closed" / "pool is closing" interface errors;
 - `OSError` (connection refused or reset, `TimeoutError`) raised inside asyncpg - connecting to a
   server that does not listen fails in asyncio's socket code, called by asyncpg, so the origin is
-  read from the traceback: an `OSError` of any other library is not a Postgres outage.
+  read from the traceback: an `OSError` of any other library is not a Postgres outage;
+- a connection the server ended while it sat idle in the pool (`ended_while_idle`).
 Everything else - a failed query, a constraint, a bug - is not: retrying would not cure it.
+
+`ended_while_idle(exc)`: a server that ends a connection (it shuts down, its postmaster died, an
+administrator terminated the backend) sends the client a FATAL message. asyncpg reads one that
+arrives while the connection is idle as a protocol error and leaves the connection's protocol in
+an error state until the socket is seen to close; a pool may hand it out in between, and the next
+operation fails at once with `InternalClientError: cannot switch to state N; another operation
+(M) is in progress` - before anything was sent to the server. `sinks.postgres.pool` discards such
+a connection and runs the statement on another one.
 """
 
 from __future__ import annotations
@@ -30,6 +39,14 @@ _UNAVAILABLE: tuple[type[BaseException], ...] = (
     pg.TooManyConnectionsError,
 )
 _CLOSED_MARKERS = ("connection is closed", "pool is closing", "connection was closed")
+_NOT_IDLE_MARKER = "cannot switch to state "
+"""How asyncpg refuses to start an operation on a connection whose protocol is not idle."""
+
+
+def ended_while_idle(exc: BaseException) -> bool:
+    """`exc` is asyncpg refusing to start an operation on a connection the server ended while it
+    was idle (module doc): nothing was sent, the connection is unusable."""
+    return isinstance(exc, asyncpg.InternalClientError) and str(exc).startswith(_NOT_IDLE_MARKER)
 
 
 def _raised_in_asyncpg(exc: BaseException) -> bool:
@@ -48,6 +65,8 @@ def unavailable_itself(exc: BaseException) -> bool:
         return True
     if isinstance(exc, asyncpg.InterfaceError):
         return any(marker in str(exc) for marker in _CLOSED_MARKERS)
+    if ended_while_idle(exc):
+        return True
     return isinstance(exc, OSError) and _raised_in_asyncpg(exc)
 
 

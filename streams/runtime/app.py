@@ -2,10 +2,12 @@
 
 `build_app(processor, settings)` configures a faust App for a processor: app id = consumer group
 `<topic_prefix>memstream.<name>`, the broker from `settings.broker_bootstrap`, no web server, no
-tables, no topic creation (topics come from topics.yaml via `streams.admin.apply_topics`), new
-groups start at the earliest offset, shorter session timeouts, and a consumer that commits only
-processed offsets (`streams.runtime.consumer`). The processor's logic is not bound to the app by a
-decorator: `ProcessorRuntime` attaches one agent that runs the batch loop below.
+tables, no topic creation (topics come from topics.yaml via `streams.admin.apply_topics`; its
+consumers do not create them either, and read metadata every `metadata_max_age_s` to find a topic
+declared again), new groups start at the earliest offset, shorter session timeouts, and a consumer
+that commits only processed offsets (`streams.runtime.consumer`). The processor's logic is not
+bound to the app by a decorator: `ProcessorRuntime` attaches one agent that runs the batch loop
+below.
 
 Batch loop (one agent, concurrency 1): take up to `batch_size` events (the processor's own
 `batch_size`/`batch_wait_s` when it sets them, else the run's options) without acking them
@@ -64,6 +66,7 @@ def build_app(processor: Processor, settings: Settings, options: RuntimeOptions 
         broker_session_timeout=opts.session_timeout_s,
         broker_heartbeat_interval=opts.heartbeat_interval_s,
         broker_commit_interval=opts.commit_interval_s,
+        consumer_metadata_max_age_ms=round(opts.metadata_max_age_s * 1000),
         # a stop or a rebalance must not wait for a batch that failed for good (never acked)
         stream_wait_empty=False,
         key_serializer="raw",

@@ -14,6 +14,14 @@ path acked it, then lets faust find the first run of consecutive offsets (and sk
 gaps) as usual. `ack` still refuses unprocessed messages, so they are not even marked acked on
 the ordinary path. A committed offset thus always means "every record before it in this
 partition was processed".
+
+Consumers never create topics. aiokafka asks for metadata with `allow_auto_topic_creation` set
+(it has no option for it), and a broker that creates topics on demand (Tansu always does, with 4
+partitions) then brings a lost topic back on a consumer's metadata refresh - before the node
+applies topics.yaml, so with a partition count topics.yaml does not declare, and without the node
+learning that the topic is new. `forbid_topic_creation()` makes aiokafka's metadata requests say
+"do not create" (for the whole process: memstream never lets a client create a topic, topics come
+from `streams.admin.apply_topics` only); every consumer this module builds calls it first.
 """
 
 from __future__ import annotations
@@ -22,6 +30,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+import aiokafka.client  # type: ignore[import-untyped]
+from aiokafka.protocol.metadata import MetadataRequest  # type: ignore[import-untyped]
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP, Message
 
@@ -34,10 +44,29 @@ consumers; on Tansu a fetch waits out most of that even when records arrive, whi
 ~410 ms median delivery latency (4 ms at 10 ms wait). 100 ms keeps idle polling cheap."""
 
 
+class _MetadataRequestNoCreation(MetadataRequest):  # type: ignore[misc]
+    """aiokafka's metadata request, asking the broker not to create the topics it names unless the
+    caller says otherwise."""
+
+    def __init__(
+        self, topics: list[str] | None = None, allow_auto_topic_creation: bool | None = None
+    ) -> None:
+        allow = False if allow_auto_topic_creation is None else allow_auto_topic_creation
+        super().__init__(topics, allow)
+
+
+def forbid_topic_creation() -> None:
+    """From now on, aiokafka's metadata requests in this process never ask the broker to create a
+    missing topic (module doc). Idempotent."""
+    aiokafka.client.MetadataRequest = _MetadataRequestNoCreation
+
+
 class LowLatencyConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
-    """faust's aiokafka consumer thread, with `FETCH_MAX_WAIT_MS` instead of its fixed 1,500 ms."""
+    """faust's aiokafka consumer thread, with `FETCH_MAX_WAIT_MS` instead of its fixed 1,500 ms, whose
+    consumer never creates topics (`forbid_topic_creation`)."""
 
     def _create_worker_consumer(self, transport: faust_aiokafka.Transport) -> Any:
+        forbid_topic_creation()
         consumer = super()._create_worker_consumer(transport)
         consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS  # read when the consumer starts its fetcher
         return consumer

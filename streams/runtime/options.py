@@ -26,7 +26,10 @@ class RuntimeOptions:
     - Consumer group: `session_timeout_s` bounds how long a dead member holds its partitions (and,
       on Tansu, a group join takes about half of it); Apache Kafka refuses values below its
       `group.min.session.timeout.ms` (6 s by default). `commit_interval_s` is faust's background
-      commit; the runtime also commits after every batch.
+      commit; the runtime also commits after every batch. `metadata_max_age_s` is how often a
+      consumer reads the topics' metadata: consumers never create a topic
+      (`streams.runtime.consumer`), so one the broker lost is consumed again at most this long after
+      the node declared it again.
     - Stopping: `drain_timeout_s` is how long a stop waits for the batch in progress to finish
       before cancelling it (a cancelled batch is not committed and is redelivered); a batch that is
       failing or waiting out an outage is abandoned at once.
@@ -47,6 +50,7 @@ class RuntimeOptions:
     session_timeout_s: float = 6.0
     heartbeat_interval_s: float = 1.0
     commit_interval_s: float = 2.8
+    metadata_max_age_s: float = 5.0
     drain_timeout_s: float = 10.0
 
     def __post_init__(self) -> None:

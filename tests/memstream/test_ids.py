@@ -11,7 +11,16 @@ from pydantic import BaseModel, ValidationError
 from memstream.auth import issue_key, revoke_key
 from memstream.config import Settings
 from memstream.errors import InvalidInput
-from memstream.ids import ENVIRONMENT, ID, ID_PATTERN, Id, check_id, require_api_key_id, require_id
+from memstream.ids import (
+    ENVIRONMENT,
+    ID,
+    ID_PATTERN,
+    Id,
+    check_id,
+    require_api_key_id,
+    require_id,
+    shown_id,
+)
 from memstream.journal import keys
 from sinks.clickhouse.schema import check_identifier
 from streams.topics import TOPIC_NAME_RE
@@ -57,6 +66,13 @@ def test_invalid_ids_say_which_character(value: str, reason: str) -> None:
         require_id(value, "user_id")
     assert info.value.field == "user_id"
     assert reason in info.value.message
+
+
+@pytest.mark.parametrize(("value", "_reason"), INVALID)
+def test_reports_show_them_escaped_on_one_line(value: str, _reason: str) -> None:
+    shown = shown_id(value)
+    assert shown == repr(value) and shown.isprintable()
+    assert [shown_id(valid) for valid in VALID] == VALID
 
 
 @pytest.mark.parametrize(("value", "_reason"), INVALID)

@@ -11,8 +11,10 @@ lowest checkpoint (not at seq 1), and the group that was ahead skipped what it h
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import asyncpg
@@ -25,7 +27,7 @@ from memstream.journal import NewMessage, SlateJournal, ThreadRef
 from memstream.memory.outbox import AppliedOutbox, EntriesOutboxRelay
 from memstream.memory.service import MemoryService
 from memstream.relay import Relay
-from memstream.topic_sync import EntriesTopicGuard, JournalTopicGuard, TopicSync
+from memstream.topic_sync import EntriesTopicGuard, JournalTopicGuard, TopicSync, compaction_guards
 from processors.clickhouse_projection import ClickHouseProjection
 from processors.qdrant_projection import QdrantProjection
 from sinks.clickhouse.store import ClickHouseTranscriptStore
@@ -341,3 +343,66 @@ async def test_the_periodic_check_refills_by_itself_and_a_stop_never_waits_for_t
     finally:
         stop.set()
         await relay.close()
+
+
+async def test_compaction_topics_brought_back_by_someone_else_are_found_new(
+    broker_of_test: OwnBroker, tmp_path: Path, topic_prefix: str, pool: asyncpg.Pool
+) -> None:
+    """The broker lost every topic and something other than the node's own `apply_topics` declared
+    them again (e.g. an older node, an operator's `memstream topics apply`, or a client that lets the
+    broker create topics): the node never saw them `created`, yet its topic check finds the
+    compaction topics new and tells the compaction recovery - once."""
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        environment="test",
+        topic_prefix=topic_prefix,
+        broker_url=f"kafka://{broker_of_test.bootstrap}",
+    )
+    apply_topics(settings, REGISTRY)
+    lost: list[str] = []
+    sync = TopicSync(
+        settings, compaction_guards(settings, pool, lambda: lost.append("lost")), registry=REGISTRY
+    )
+    assert await sync.check() == []  # nothing stored yet: the topics as they are are recorded
+    assert lost == []
+
+    broker_of_test.restart()
+    apply_topics(settings, REGISTRY)  # not the node: it learns of no `created` topic
+    assert await sync.check() == ["compaction.requested", "compaction.flushed"]
+    assert lost == ["lost", "lost"]  # the recovery's flag is set (twice: harmless)
+    assert await sync.check() == []  # the identities are recorded: nothing more to tell
+    assert lost == ["lost", "lost"]
+
+
+async def test_a_check_is_not_queued_behind_threads_waiting_for_the_broker(
+    broker_of_test: OwnBroker, tmp_path: Path, topic_prefix: str, pool: asyncpg.Pool
+) -> None:
+    """While the broker lacks its topics, producers waiting for them hold threads of asyncio's
+    default executor (a handful fill it on a 2-core machine: 6 threads). The check that brings the
+    topics back must not wait for one of those threads: it would wait forever."""
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        environment="test",
+        topic_prefix=topic_prefix,
+        broker_url=f"kafka://{broker_of_test.bootstrap}",
+    )
+    apply_topics(settings, REGISTRY)
+    lost: list[str] = []
+    sync = TopicSync(
+        settings, compaction_guards(settings, pool, lambda: lost.append("lost")), registry=REGISTRY
+    )
+    await sync.check()
+    broker_of_test.restart()  # every topic gone: the producers below wait for them
+
+    default_threads = ThreadPoolExecutor(max_workers=2)
+    asyncio.get_running_loop().set_default_executor(default_threads)
+    release = threading.Event()
+    waiting = [asyncio.ensure_future(asyncio.to_thread(release.wait, 60)) for _ in range(2)]
+    try:
+        refilled = await asyncio.wait_for(sync.check(), 20)
+    finally:
+        release.set()
+        await asyncio.gather(*waiting)
+        default_threads.shutdown()
+    assert refilled == ["compaction.requested", "compaction.flushed"]
+    assert lost == ["lost", "lost"]

@@ -162,6 +162,30 @@ async def test_when_the_topics_are_new_every_open_request_is_requested_again_at_
     assert await rig.guard() == 49
 
 
+async def test_when_the_topic_check_finds_new_compaction_topics_every_open_request_is_requested_again(
+    rig: Rig,
+) -> None:
+    """The node's topic check (`memstream.topic_sync.CompactionTopicGuard`) saw another incarnation
+    of a compaction topic: whoever declared it again, the open request is produced again at once."""
+    await crossed(rig)
+    recovery = rig.recovery(interval_s=3600.0)  # only the start and the wake-up sweep
+    stop = asyncio.Event()
+    running = asyncio.create_task(recovery.run(stop))
+    try:
+        await asyncio.sleep(1.0)  # the first sweep ran: the request is young, nothing to do
+        assert len(requests(rig.settings)) == 1
+        recovery.topics_lost()
+        deadline = asyncio.get_running_loop().time() + 10
+        while len(requests(rig.settings)) < 2:
+            assert asyncio.get_running_loop().time() < deadline, "not requested again"
+            await asyncio.sleep(0.2)
+    finally:
+        stop.set()
+        await asyncio.wait_for(running, 10)
+    row = await rig.ledger.get(SCOPE)
+    assert row is not None and (row.to_offset, row.rerequests) == (49, 1)
+
+
 async def test_at_start_with_new_topics_every_open_request_is_requested_again(rig: Rig) -> None:
     await crossed(rig)
     recovery = rig.recovery(interval_s=3600.0, lost_at_start=True)

@@ -1,15 +1,20 @@
 """`verify` over a real SlateJournal and the real ClickHouse transcript store (chdb): defects,
-relay-pending messages apart, and waiting for a projection that catches up."""
+relay-pending messages apart, waiting for a projection that catches up, and threads whose ids are
+no longer valid."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+
+from slatedb.uniffi import WriteBatch
 
 from memstream.config import Settings
+from memstream.journal import keys
 from memstream.journal.models import Message, NewMessage, ThreadRef
 from memstream.journal.store import SlateJournal
 from memstream.ops.progress import Progress
-from memstream.ops.verify import ThreadDiff, verify
+from memstream.ops.verify import ThreadDiff, render_differences, verify
 from memstream.relay import DEFAULT_CURSOR, Relay
 from processors.clickhouse_projection import row_of
 from sinks.clickhouse.store import ClickHouseTranscriptStore
@@ -103,3 +108,39 @@ async def test_appends_after_the_snapshot_are_not_reported_as_extra(
     report = await verify(journal, Relay(journal, settings), GrowingStore(), "test", settle_s=0)  # type: ignore[arg-type]
     assert report.ok, report.differences
     assert report.journal_messages == 3
+
+
+async def test_threads_with_ids_no_longer_valid_are_reported_not_fatal(
+    tmp_path: Path, transcript_store: ClickHouseTranscriptStore, settings: Settings
+) -> None:
+    """A thread id ending in a line feed (accepted before ids were matched in full) in the journal
+    and in the projection, and one in the projection only (a record no journal holds): verify
+    counts and names them escaped instead of failing to build their ThreadRef."""
+    url = f"file://{tmp_path}/legacy-journal"
+    journal = await SlateJournal.open(url, flush_interval_ms=1)
+    kept = await append(journal, "t", 2)  # seq 1-2
+    old_thread = kept[0].model_copy(
+        update={"message_id": "m9\n", "thread_id": "t9\n", "offset": 0, "seq": 3, "content": "old"}
+    )
+    row_key = b"m/test/acme/t9\n/" + keys.offset_suffix(0)  # as the old code built it
+    batch = WriteBatch()
+    batch.put(row_key, old_thread.model_dump_json().encode())
+    batch.put(keys.seq_key(3), row_key)
+    await (await journal._db.write(batch)).await_durable()
+    await journal.set_cursor(DEFAULT_CURSOR, 3)
+    await journal.close()
+    journal = await SlateJournal.open(url, flush_interval_ms=1)
+    poison = kept[0].model_copy(update={"thread_id": "fz-poison\n", "message_id": "p1", "seq": 9})
+    await transcript_store.insert([row_of(m) for m in [*kept, old_thread, poison]])
+    try:
+        report = await verify(journal, Relay(journal, settings), transcript_store, "test", settle_s=0)
+    finally:
+        await journal.close()
+
+    assert report.differences == (ThreadDiff("acme", "fz-poison\n", "unknown_thread", 0, 1),)
+    assert (report.journal_threads, report.journal_messages) == (2, 3)
+    assert report.invalid_id_count == 2
+    assert report.invalid_id_threads == ("acme/'fz-poison\\n'", "acme/'t9\\n'")
+    assert render_differences(report.differences) == [
+        "  acme/'fz-poison\\n': in the projection only (not in the journal) (journal 0, projection 1)"
+    ]

@@ -44,6 +44,8 @@ async def test_driver_connection_classes_are_unavailable() -> None:
         asyncpg.exceptions.AdminShutdownError("terminating connection due to administrator command"),
         asyncpg.exceptions.TooManyConnectionsError("sorry, too many clients already"),
         asyncpg.InterfaceError("cannot call Connection.fetch(): connection is closed"),
+        # a connection the server ended while it was idle in the pool (tests/sinks/postgres/test_pool.py)
+        asyncpg.InternalClientError("cannot switch to state 12; another operation (2) is in progress"),
     ):
         assert is_postgres_unavailable(exc), exc
 
