@@ -14,9 +14,11 @@ import psutil
 
 PARENT = textwrap.dedent(
     """
-    import sys, time
+    import signal, sys, time
     from pathlib import Path
     from memstream.embedded.process import ManagedProcess
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as in a shell's background job (nohup, a CI runner)
 
     extra = {} if sys.argv[2] == "default" else {"stop_signal": int(sys.argv[2])}
     child = ManagedProcess(
@@ -70,7 +72,9 @@ def test_a_child_gets_its_stop_signal_when_its_parent_is_killed(tmp_path: Path) 
 
 
 def test_the_parent_death_signal_is_the_stop_signal(tmp_path: Path) -> None:
-    # SIGINT stops `sleep` too: proves the configured signal (PostgreSQL's is SIGINT) is the one sent
+    # SIGINT stops `sleep` too: proves the configured signal (PostgreSQL's is SIGINT) is the one sent,
+    # and that the child does not inherit its parent's "ignore SIGINT" (regression: CI runs in the
+    # background, where the child outlived its parent)
     child = _child_of_killed_parent(tmp_path, str(int(signal.SIGINT)))
     try:
         assert _gone_within(child, 5), "the child outlived its killed parent"
