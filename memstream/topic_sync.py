@@ -20,6 +20,9 @@ Guards:
   `sinks.postgres.progress`), never above its cursor, and record that seq as the topic's floor
   (`{relay cursor}.floor`: the topic may lack seqs at or below it). `ensure_full_history()`
   republishes from seq 1 when the floor is above 0 (what `memstream rebuild clickhouse` needs).
+  While the topic stays the same, each check also catches up (`catch_up`): a group whose
+  watermark fell below the floor (its progress was dropped because its store is new -
+  `Processor.progress_scope` - or it was replayed) gets the journal again from its watermark.
 - `EntriesTopicGuard`: identity kept in Postgres (`topic_identities`); refill: the entries outbox
   relay moves every record confirmed on the lost topic but not yet applied by the projection back
   into the outbox (`EntriesOutboxRelay.republish_unapplied`).
@@ -107,6 +110,12 @@ class TopicGuard(abc.ABC):
         """Publish again what the topic may lack; returns what was done (for the log), or None
         when nothing had been published that it could lack."""
 
+    async def catch_up(self) -> str | None:
+        """The topic is the one the progress was confirmed on: publish again what a consumer group
+        lacks because its progress fell below what the topic still holds (a group whose store
+        was created anew, a replay); returns what was done, or None. Default: nothing."""
+        return None
+
 
 class JournalTopicGuard(TopicGuard):
     """`journal.messages` (module doc). `groups`: the consumer groups of the topic."""
@@ -149,6 +158,26 @@ class JournalTopicGuard(TopicGuard):
         return (
             f"republishing the journal from seq {target + 1} (the lowest watermark of "
             f"{', '.join(self.groups)}; the relay had published up to seq {cursor})"
+        )
+
+    async def catch_up(self) -> str | None:
+        """After a refill the topic holds only the seqs above the floor cursor; a group whose
+        watermark is now below the floor (its progress was dropped: its store was created anew, or
+        replayed) would never get the seqs between: republish from its watermark."""
+        floor = await self.journal.get_cursor(self.floor_cursor)
+        if floor == 0:
+            return None
+        low = await self.watermarks.low_watermark(self.groups, self.relay.topic)
+        if low >= floor:
+            return None
+        self.relay.interrupt()
+        with contextlib.suppress(ValueError):  # something else rewound it further meanwhile
+            await self.relay.rewind(low)
+        await self.journal.set_cursor(self.floor_cursor, low)
+        self.last_refill_from = low + 1
+        return (
+            f"republishing the journal from seq {low + 1}: the lowest watermark of "
+            f"{', '.join(self.groups)} fell below what the topic holds (seqs above {floor})"
         )
 
     async def ensure_full_history(self) -> bool:
@@ -308,7 +337,11 @@ class TopicSync:
         current = fingerprint(identity)
         stored = await guard.stored()
         if stored == current:
-            return False
+            caught_up = await guard.catch_up()
+            if caught_up is not None:
+                self.refills += 1
+                log.warning("%s on %s: %s", broker_name, bootstrap, caught_up)
+            return caught_up is not None
         if stored == 0 and not created:
             log.info("%s: recording its identity on %s (nothing was recorded before)", broker_name, bootstrap)
             await guard.store(current)

@@ -119,6 +119,17 @@ class ClickHouseProjection(Processor):
                 "%s: ClickHouse unavailable at start, will retry with the first batch: %s", self.name, exc
             )
 
+    async def progress_scope(self) -> str | None:
+        """The transcript store's instance id: a ClickHouse created anew (or another node's own
+        embedded one) is projected from nothing, not from the progress made on the old one. A
+        rebuild (`table`) runs in a consumer group of its own: no scope."""
+        if self.table is not None:
+            return None
+        try:
+            return f"clickhouse:{await self.store.instance_id()}"
+        except TranscriptUnavailable as exc:
+            raise SinkUnavailable(f"ClickHouse unavailable: {exc}") from exc
+
     async def process(self, batch: Sequence[Record]) -> None:
         projected = self.rows(batch)
         if not projected:

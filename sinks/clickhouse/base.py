@@ -113,6 +113,12 @@ class TranscriptStore(Protocol):
     async def ensure_schema(self) -> None:
         """Create the database, table(s) and indexes if missing (idempotent)."""
 
+    async def instance_id(self) -> str:
+        """The id of this store (the database on this server or embedded directory): the same on
+        every call and from every client, another one once the store was created anew (its
+        database dropped, its directory wiped). Creates it on first use. Raises
+        TranscriptUnavailable on a transient failure."""
+
     async def insert(self, rows: Sequence[TranscriptRow], *, table: str | None = None) -> None:
         """Write `rows` (any order, duplicates allowed); returns once they are stored.
         `table`: a rebuild table from `create_rebuild_table` (default: the live table).

@@ -99,6 +99,20 @@ SETTINGS old_parts_lifetime = 60, fsync_after_insert = 1, fsync_part_directory =
 """
 
 
+INSTANCE_TABLE = "instance"
+"""One row naming this store: a random id written when the database is first used, so that a
+store created anew (another server, a wiped embedded directory) is told apart from the one a
+consumer group's stored progress was made on (`TranscriptStore.instance_id`)."""
+
+
+def create_instance_table(database: str) -> str:
+    db = check_identifier(database)
+    return (
+        f"CREATE TABLE IF NOT EXISTS {db}.{INSTANCE_TABLE} "
+        "(id String, created DateTime64(6, 'UTC') DEFAULT now64(6)) ENGINE = MergeTree ORDER BY (created, id)"
+    )
+
+
 def create_view(database: str) -> str:
     db = check_identifier(database)
     return f"CREATE VIEW IF NOT EXISTS {db}.{VIEW} AS SELECT * FROM {db}.{TABLE} FINAL"

@@ -50,10 +50,12 @@ from sinks.clickhouse.base import (
 )
 from sinks.clickhouse.schema import (
     COLUMNS,
+    INSTANCE_TABLE,
     REBUILD_PREFIX,
     TABLE,
     check_identifier,
     create_database,
+    create_instance_table,
     create_table,
     create_view,
 )
@@ -194,6 +196,7 @@ class ClickHouseTranscriptStore:
         self.query_timeout_s = query_timeout_s
         self._client: Client | None = None
         self._closed = False
+        self._instance_id: str | None = None
         self._executor = (
             _shared_chdb_executor()
             if self.embedded
@@ -261,6 +264,24 @@ class ClickHouseTranscriptStore:
             client.command(create_view(db))
 
         await self._run("schema creation", call)
+
+    async def instance_id(self) -> str:
+        if self._instance_id is None:
+            db = self.database
+            table = f"{db}.{INSTANCE_TABLE}"
+            first = f"SELECT id FROM {table} ORDER BY created, id LIMIT 1"
+
+            def call(client: Client) -> str:
+                client.command(create_database(db))
+                client.command(create_instance_table(db))
+                rows = client.query(first).result_rows
+                if not rows:  # racing first users each insert one; all then read the earliest
+                    client.command(f"INSERT INTO {table} (id) VALUES ('{uuid.uuid4().hex}')")
+                    rows = client.query(first).result_rows
+                return str(rows[0][0])
+
+            self._instance_id = await self._run("instance id", call)
+        return self._instance_id
 
     async def create_rebuild_table(self) -> str:
         name = f"{REBUILD_PREFIX}{uuid.uuid4().hex[:12]}"

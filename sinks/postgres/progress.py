@@ -14,7 +14,10 @@ journal, and the node that republishes after a broker loss reads them all.
 - the node's `low_watermark(groups, topic)`: the lowest watermark over `groups`, computed afresh
   from the stored values and bounds (a group with nothing stored counts 0), i.e. the seq after
   which the journal must be published again so that every group gets everything it lacks;
-- `forget(group)`: a replay of the group starts over (nothing of it is skipped afterwards).
+- `forget(group)`: a replay of the group starts over (nothing of it is skipped afterwards);
+- `claim_scope(group, scope)` (migration 0007, `consumer_scopes`): the group's progress belongs to
+  the store `scope` names; progress made on another store is dropped (forgotten) first, so a
+  projection into a store created anew is not told that its records were already processed.
 """
 
 from __future__ import annotations
@@ -137,8 +140,35 @@ class PostgresProgress:
     async def forget(self, group_id: str) -> None:
         """Delete everything stored for `group_id` (its replay starts over)."""
         async with self.pool.acquire() as conn, conn.transaction():
-            await conn.execute("DELETE FROM consumer_progress WHERE group_id = $1", group_id)
-            await conn.execute("DELETE FROM consumer_watermarks WHERE group_id = $1", group_id)
+            await _forget(conn, group_id)
+
+    async def claim_scope(self, group_id: str, scope: str) -> bool:
+        """Make `scope` the store the group's progress belongs to (module doc); True when progress
+        stored for another scope was dropped. A group that has progress but no scope yet (stored
+        before scopes existed) keeps it."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            stored = await conn.fetchval(
+                "SELECT scope FROM consumer_scopes WHERE group_id = $1 FOR UPDATE", group_id
+            )
+            if stored == scope:
+                return False
+            await conn.execute(
+                """
+                INSERT INTO consumer_scopes (group_id, scope) VALUES ($1, $2)
+                ON CONFLICT (group_id) DO UPDATE SET scope = EXCLUDED.scope, updated_at = now()
+                """,
+                group_id,
+                scope,
+            )
+            if stored is None:
+                return False
+            await _forget(conn, group_id)
+            return True
+
+
+async def _forget(conn: asyncpg.Connection, group_id: str) -> None:
+    await conn.execute("DELETE FROM consumer_progress WHERE group_id = $1", group_id)
+    await conn.execute("DELETE FROM consumer_watermarks WHERE group_id = $1", group_id)
 
 
 async def _raise_done(

@@ -48,6 +48,9 @@ from streams.topics import TopicRegistry, topic_name
 
 log = logging.getLogger("memstream.runtime")
 
+PROGRESS_SCOPE_TIMEOUT_S = 10.0
+"""How long a start waits for the processor's `progress_scope()` (its store may be down)."""
+
 
 def build_app(processor: Processor, settings: Settings, options: RuntimeOptions | None = None) -> faust.App:
     """A configured faust App for `processor` (module doc), with no agent attached yet."""
@@ -162,14 +165,30 @@ class ProcessorRuntime:
         self._started = True
         # faust creates its (here empty) data directories without their parents
         Path(self.app.conf.datadir).parent.mkdir(parents=True, exist_ok=True)
-        if self.progress is not None:
-            await self.progress.load()
         await self.processor.start()
+        if self.progress is not None:
+            await self.progress.load(await self._progress_scope())
         await self.app.start()
         self._watcher = asyncio.create_task(self._watch_app(), name=f"memstream.{self.processor.name}.watch")
         log.info(
             "processor %s consuming %s as group %s", self.processor.name, self.source_topics, self.group_id
         )
+
+    async def _progress_scope(self) -> str | None:
+        """The processor's `progress_scope()`. When it cannot be learnt (its store is down), the
+        stored progress may belong to another store: the tracker is disabled for this run."""
+        try:
+            return await asyncio.wait_for(self.processor.progress_scope(), PROGRESS_SCOPE_TIMEOUT_S)
+        except Exception as exc:
+            log.warning(
+                "processor %s: cannot tell which store its progress belongs to (%r): running without "
+                "stored progress (nothing is skipped or stored) until it restarts",
+                self.processor.name,
+                exc,
+            )
+            if self.progress is not None:
+                self.progress.disabled = True
+            return None
 
     async def stop(self) -> None:
         """Finish the batch in progress (bounded), then stop consuming and close everything. The

@@ -98,6 +98,14 @@ class Processor(abc.ABC):
         """Close what `start` opened, after the last batch. Default: nothing."""
         return None
 
+    async def progress_scope(self) -> str | None:
+        """Where this processor's effects live, when that can differ between the members of its
+        group: e.g. the id of the store it writes (`TranscriptStore.instance_id`). Called once after
+        `start`; the group's progress (`streams.runtime.progress`) is kept per scope, so a store
+        created anew starts from nothing instead of skipping what only the old store holds.
+        None (the default): the effects live in stores every member shares."""
+        return None
+
     def stopping(self) -> None:
         """The runtime started to stop (called from the event loop, before it waits for the batch
         in progress): give up waits on systems that may never answer (e.g. an unreachable

@@ -1,7 +1,11 @@
 """A consumer group's progress through the journal, kept outside the broker (`streams.sequencing`).
 
 `ProgressTracker(group_id, store)` is what the runtime keeps per processor:
-- `load()` reads the group's stored progress (at start);
+- `load(scope)` reads the group's stored progress (at start). With the processor's
+  `progress_scope()` (the store its effects live in), it first claims the scope
+  (`ProgressStore.claim_scope`): progress made on another store is dropped, so a store created
+  anew gets every record again; a claim that fails leaves the tracker disabled for this run
+  (nothing skipped, nothing stored);
 - `skippable(record)`: the record's stamp shows a seq the group already processed (seq <= its
   partition's done value or the group's watermark): the runtime does not hand it to the processor
   again. This is what makes a republish from the lowest checkpoint cheap for a processor that was
@@ -68,6 +72,11 @@ class ProgressStore(Protocol):
         raise the watermark (`streams.sequencing.lift`); returns what is stored afterwards."""
         ...
 
+    async def claim_scope(self, group_id: str, scope: str) -> bool:
+        """Make `scope` the store the group's progress belongs to; True when progress stored for
+        another scope was dropped."""
+        ...
+
 
 class ProgressTracker:
     """One consumer group's journal progress inside a runtime (module doc)."""
@@ -93,6 +102,8 @@ class ProgressTracker:
         self._failing = False
         self.skipped = 0
         """Records recognised as already processed since start."""
+        self.disabled = False
+        """The scope could not be claimed: nothing is skipped or stored in this run."""
 
     def watermark(self, topic: str) -> int:
         """Every journal seq <= this was processed by the group (as far as this tracker knows)."""
@@ -102,7 +113,9 @@ class ProgressTracker:
         """Every seq routed to the partition that is <= this was processed (as far as known)."""
         return max(self._done.get((topic, partitions, partition), 0), self.watermark(topic))
 
-    async def load(self) -> None:
+    async def load(self, scope: str | None = None) -> None:
+        if scope is not None and not await self._claim(scope):
+            return
         try:
             stored = await asyncio.wait_for(self.store.load(self.group_id), self.timeout_s)
         except Exception as exc:
@@ -117,8 +130,32 @@ class ProgressTracker:
         for topic, value in stored.watermarks.items():
             self._watermarks[topic] = max(self.watermark(topic), value)
 
+    async def _claim(self, scope: str) -> bool:
+        try:
+            dropped = await asyncio.wait_for(self.store.claim_scope(self.group_id, scope), self.timeout_s)
+        except Exception as exc:
+            self.disabled = True
+            log.warning(
+                "group %s: could not claim its progress for store %s (%r); running without stored "
+                "progress (nothing is skipped or stored) until it restarts",
+                self.group_id,
+                scope,
+                exc,
+            )
+            return False
+        if dropped:
+            log.warning(
+                "group %s: its stored progress was made on another store than %s: dropped, every "
+                "record is processed again",
+                self.group_id,
+                scope,
+            )
+        return True
+
     def skippable(self, record: Record) -> bool:
         """True when `record` carries a seq the group already processed (module doc)."""
+        if self.disabled:
+            return False
         stamp = self._stamp(record)
         return stamp is not None and stamp.seq <= self.done(record.topic, stamp.partitions, record.partition)
 
@@ -135,6 +172,9 @@ class ProgressTracker:
 
     async def checkpoint(self) -> None:
         """Store what advanced (module doc); never raises for the store's errors."""
+        if self.disabled:
+            self._pending.clear()
+            return
         if not self._pending or self._clock() < self._retry_at:
             return
         for (topic, partitions), done in list(self._pending.items()):

@@ -406,3 +406,58 @@ async def test_a_check_is_not_queued_behind_threads_waiting_for_the_broker(
         default_threads.shutdown()
     assert refilled == ["compaction.requested", "compaction.flushed"]
     assert lost == ["lost", "lost"]
+
+
+async def test_a_projection_into_a_store_created_anew_gets_the_whole_journal_again(
+    broker_of_test: OwnBroker,
+    tmp_path: Path,
+    topic_prefix: str,
+    journal: SlateJournal,
+    pool: asyncpg.Pool,
+    transcript_store: ClickHouseTranscriptStore,
+    behind_store: ClickHouseTranscriptStore,
+) -> None:
+    """Regression (issue 9, second writer): a node with its own new ClickHouse took over a journal
+    whose group progress (in the shared Postgres) was made on the other node's ClickHouse; the
+    projection skipped what it never had and the refill started above it: 12 threads short."""
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        environment="test",
+        topic_prefix=topic_prefix,
+        broker_url=f"kafka://{broker_of_test.bootstrap}",
+    )
+    apply_topics(settings, REGISTRY)
+    progress = PostgresProgress(pool)
+
+    def guard_of(relay: Relay) -> JournalTopicGuard:
+        return JournalTopicGuard(journal, relay, progress, [group_id(AHEAD, settings)])
+
+    await append(journal, 300)
+    relay = Relay(journal, settings, bounds_store=progress)
+    sync = TopicSync(settings, [guard_of(relay)], registry=REGISTRY)
+    await sync.check(created=["journal.messages"])
+    await drain(relay)
+    await project_until(settings, progress, {AHEAD: transcript_store}, 300)
+    await relay.close()
+
+    broker_of_test.restart()  # the topic now holds only what is published from here on
+    relay = Relay(journal, settings, bounds_store=progress)
+    guard = guard_of(relay)
+    sync = TopicSync(settings, [guard], registry=REGISTRY)
+    assert await sync.check() == ["journal.messages"]
+    assert guard.last_refill_from == 301  # the group had everything up to 300
+    await append(journal, 100, start=300)
+    await drain(relay)
+
+    # the group now projects into another store: its progress on the old one is no longer true
+    runtimes = await project_until(settings, progress, {AHEAD: behind_store}, 0)
+    tracker = runtimes[AHEAD].progress
+    assert tracker is not None and tracker.skipped == 0
+    assert await progress.watermark(group_id(AHEAD, settings), settings.topic("journal.messages")) < 300
+    assert await sync.check() == ["journal.messages"]  # the watermark fell below the topic's floor
+    assert guard.last_refill_from == 1
+    assert await sync.check() == []
+    await drain(relay)
+    await project_until(settings, progress, {AHEAD: behind_store}, 400)
+    await assert_exactly_once([behind_store], 400)
+    await assert_exactly_once([transcript_store], 300)

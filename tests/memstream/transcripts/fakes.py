@@ -56,6 +56,9 @@ class FakeTranscriptStore:
     async def ensure_schema(self) -> None:
         return None
 
+    async def instance_id(self) -> str:
+        return "fake"
+
     async def insert(self, rows: Sequence[TranscriptRow], *, table: str | None = None) -> None:
         self.rows.extend(rows)
 

@@ -468,3 +468,22 @@ def test_rejects_unknown_schemes_and_bad_database_names() -> None:
         ClickHouseTranscriptStore("mysql://x")
     with pytest.raises(ValueError, match="identifier"):
         ClickHouseTranscriptStore("chdb:///tmp/x", database="a-b")
+
+
+async def test_the_instance_id_is_stable_and_new_for_a_store_created_anew(
+    clickhouse_dsn: str, clickhouse_database: str
+) -> None:
+    """A consumer group's progress is claimed by this id (`Processor.progress_scope`)."""
+    first = ClickHouseTranscriptStore(clickhouse_dsn, database=clickhouse_database)
+    one = await first.instance_id()
+    assert one == await first.instance_id()
+    again = ClickHouseTranscriptStore(clickhouse_dsn, database=clickhouse_database)
+    assert await again.instance_id() == one  # another client of the same store
+    other = ClickHouseTranscriptStore(clickhouse_dsn, database=f"{clickhouse_database}_other")
+    assert await other.instance_id() != one
+    await first._run("drop", lambda c: c.command(f"DROP DATABASE {clickhouse_database} SYNC"))
+    anew = ClickHouseTranscriptStore(clickhouse_dsn, database=clickhouse_database)
+    assert await anew.instance_id() not in (one, await other.instance_id())  # created anew
+    await other._run("drop", lambda c: c.command(f"DROP DATABASE {clickhouse_database}_other SYNC"))
+    for store in (first, again, other, anew):
+        await store.close()

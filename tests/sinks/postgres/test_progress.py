@@ -71,3 +71,25 @@ async def test_concurrent_checkpoints_of_one_group_keep_the_highest(pool: asyncp
     )
     assert (await progress.load("g")).done == {(TOPIC, 4, p): 100 for p in range(4)}
     assert await progress.watermark("g", TOPIC) == 100
+
+
+async def test_progress_made_on_another_store_is_dropped_when_a_new_store_claims_the_group(
+    pool: asyncpg.Pool,
+) -> None:
+    """Regression (issue 9, second writer): a node projecting into its own new ClickHouse found the
+    group's progress made by the other node on ITS store and skipped every record up to it."""
+    progress = PostgresProgress(pool)
+    await progress.save_bounds(TOPIC, PartitionBounds(2, 10, (10, 9)))
+    await progress.checkpoint("g", TOPIC, 2, {0: 10, 1: 9})
+    await progress.checkpoint("other", TOPIC, 2, {0: 10, 1: 9})
+    assert await progress.watermark("g", TOPIC) == 10
+    # progress stored before scopes existed is kept by the first claim; the same scope keeps it
+    assert await progress.claim_scope("g", "clickhouse:a") is False
+    assert await progress.claim_scope("g", "clickhouse:a") is False
+    assert await progress.watermark("g", TOPIC) == 10
+    # another store: everything of the group is dropped, nothing of other groups
+    assert await progress.claim_scope("g", "clickhouse:b") is True
+    assert await progress.watermark("g", TOPIC) == 0
+    assert (await progress.load("g")).done == {}
+    assert await progress.watermark("other", TOPIC) == 10
+    assert await progress.claim_scope("g", "clickhouse:b") is False

@@ -50,6 +50,11 @@ class Store:
         self.calls.append((topic, partitions, dict(done)))
         return TopicProgress(watermark=min(done.values()), done=dict(done))
 
+    async def claim_scope(self, group_id: str, scope: str) -> bool:
+        if self.fail:
+            raise ConnectionError("postgres down")
+        return False
+
 
 async def test_a_chain_advances_only_from_what_was_done() -> None:
     store = Store()
@@ -111,3 +116,28 @@ def test_bounds_continue_across_batches_of_one_pass() -> None:
     first, after = PartitionBounds.start(3, 0).stamp([(1, b"thread-1"), (2, b"thread-1")])
     second, _ = after.stamp([(3, b"thread-1")])
     assert [s.prev for _, s in first + second] == [0, 1, 2]
+
+
+async def test_a_scope_that_cannot_be_claimed_disables_skipping_and_storing() -> None:
+    """The stored progress may belong to another store: nothing is skipped on its word, and
+    nothing is stored for it, until the runtime restarts."""
+    store = Store()
+    store.loaded = GroupProgress(watermarks={TOPIC: 50})
+    store.fail = True
+    tracker = ProgressTracker("g", store)
+    await tracker.load("clickhouse:new")
+    store.fail = False
+    assert tracker.disabled
+    assert not tracker.skippable(stamped(5, 0))
+    tracker.advance([stamped(5, 0)])
+    await tracker.checkpoint()
+    assert store.calls == []
+
+
+async def test_a_claimed_scope_loads_the_progress() -> None:
+    store = Store()
+    store.loaded = GroupProgress(watermarks={TOPIC: 50})
+    tracker = ProgressTracker("g", store)
+    await tracker.load("clickhouse:same")
+    assert not tracker.disabled
+    assert tracker.skippable(stamped(5, 0))
