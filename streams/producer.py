@@ -229,6 +229,13 @@ class BatchPublisher:
     (`factory`, default: `make_producer(settings, client_id=...)`), so a retried batch never waits
     behind the leftovers of the failed one.
 
+    A publish that waits longer than `give_up_after_s` for its confirmations gives up with
+    `DeliveryAborted` (an outage for the runtime: the batch is retried, with a fresh producer). An
+    idempotent producer can wait forever on a partition the broker lost and created anew (it keeps
+    its sequence numbers for the old one: seen on Tansu after a restart, blocking `thresholds` for
+    over a minute); a fresh producer starts clean. What the old one left unconfirmed may still be
+    delivered: consumers of these topics are idempotent.
+
     `abort(reason)` is for an owner that is stopping (thread-safe, final): a publish waiting on the
     broker (e.g. an unreachable one: records never expire, `message.timeout.ms=0`) raises
     `DeliveryAborted` within 0.2 s, and every later publish at once. What it left unconfirmed may or
@@ -245,11 +252,13 @@ class BatchPublisher:
         logger: logging.Logger,
         factory: Callable[[], Producer] | None = None,
         stall_warning_s: float = 10.0,
+        give_up_after_s: float = 20.0,
     ) -> None:
         self.topic = topic
         self._log = logger
         self._factory = factory or (lambda: make_producer(settings, client_id=client_id, logger=logger))
         self._stall_warning_s = stall_warning_s
+        self._give_up_after_s = give_up_after_s
         self._producer: Producer | None = None
         self._abort_reason: str | None = None
 
@@ -268,9 +277,17 @@ class BatchPublisher:
         if self._abort_reason is not None:
             raise DeliveryAborted(self._abort_reason, len(records))
         cancelled = threading.Event()
+        give_up_at = time.monotonic() + self._give_up_after_s
 
         def aborted() -> str | None:
-            return "cancelled" if cancelled.is_set() else self._abort_reason
+            if cancelled.is_set():
+                return "cancelled"
+            if self._abort_reason is None and time.monotonic() >= give_up_at:
+                return (
+                    f"not confirmed within {self._give_up_after_s:.0f}s: producing again with a new "
+                    "producer (the broker may be away, or has the topic anew)"
+                )
+            return self._abort_reason
 
         def stalled(pending: int, waited_s: float) -> None:
             self._log.warning(

@@ -212,6 +212,32 @@ async def test_a_publisher_waiting_on_an_unreachable_broker_gives_up_when_aborte
     publisher.close()
 
 
+async def test_a_publish_not_confirmed_in_time_gives_up_and_the_next_uses_a_new_producer(
+    tmp_path: Path,
+) -> None:
+    """Regression (issue 9, broker kill): thresholds' idempotent producer waited over a minute on a
+    compaction.requested partition the restarted broker had anew; every threshold stalled."""
+    settings, _ = unreachable(tmp_path)
+    built: list[Producer] = []
+
+    def factory() -> Producer:
+        built.append(make_producer(settings, client_id="test-give-up"))
+        return built[-1]
+
+    publisher = BatchPublisher(
+        settings, "t", client_id="test-give-up", logger=KAFKA_LOG, factory=factory, give_up_after_s=1.0
+    )
+    started = time.monotonic()
+    with pytest.raises(DeliveryAborted, match="not confirmed within 1s"):
+        await publisher.publish([OutgoingRecord(b"a", b"1")])
+    assert 1.0 <= time.monotonic() - started < 5.0
+    assert not publisher.aborted  # not final: the batch is produced again
+    with pytest.raises(DeliveryAborted, match="not confirmed within 1s"):
+        await publisher.publish([OutgoingRecord(b"a", b"1")])
+    assert len(built) == 2  # each attempt on a fresh producer
+    publisher.close()
+
+
 async def test_a_missing_topic_is_reported_with_the_failed_keys(tmp_path: Path, broker: str) -> None:
     settings = Settings(
         data_dir=tmp_path, broker_url=f"kafka://{broker}", topic_prefix=f"none{uuid.uuid4().hex[:8]}."
