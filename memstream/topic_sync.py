@@ -150,11 +150,7 @@ class JournalTopicGuard(TopicGuard):
             log.warning("cannot read the consumer groups' watermarks (%r): republishing from the start", exc)
             low = 0
         target = min(low, cursor)
-        self.relay.interrupt()  # a round stuck on the replaced topic must give up the relay's lock
-        with contextlib.suppress(ValueError):  # something else rewound it further meanwhile
-            await self.relay.rewind(target)
-        await self.journal.set_cursor(self.floor_cursor, target)
-        self.last_refill_from = target + 1
+        await self._republish_after(target)
         return (
             f"republishing the journal from seq {target + 1} (the lowest watermark of "
             f"{', '.join(self.groups)}; the relay had published up to seq {cursor})"
@@ -170,15 +166,19 @@ class JournalTopicGuard(TopicGuard):
         low = await self.watermarks.low_watermark(self.groups, self.relay.topic)
         if low >= floor:
             return None
-        self.relay.interrupt()
-        with contextlib.suppress(ValueError):  # something else rewound it further meanwhile
-            await self.relay.rewind(low)
-        await self.journal.set_cursor(self.floor_cursor, low)
-        self.last_refill_from = low + 1
+        await self._republish_after(low)
         return (
             f"republishing the journal from seq {low + 1}: the lowest watermark of "
             f"{', '.join(self.groups)} fell below what the topic holds (seqs above {floor})"
         )
+
+    async def _republish_after(self, seq: int) -> None:
+        """Rewind the relay to `seq` and record it as the topic's floor."""
+        self.relay.interrupt()  # a round stuck on a replaced topic must give up the relay's lock
+        with contextlib.suppress(ValueError):  # something else rewound it further meanwhile
+            await self.relay.rewind(seq)
+        await self.journal.set_cursor(self.floor_cursor, seq)
+        self.last_refill_from = seq + 1
 
     async def ensure_full_history(self) -> bool:
         """Republish from seq 1 when the topic may lack early seqs (its floor is above 0); True if so."""

@@ -125,6 +125,15 @@ async def project_until(
     return runtimes
 
 
+def settings_of(broker: OwnBroker, tmp_path: Path, topic_prefix: str) -> Settings:
+    return Settings(
+        data_dir=tmp_path / "data",
+        environment="test",
+        topic_prefix=topic_prefix,
+        broker_url=f"kafka://{broker.bootstrap}",
+    )
+
+
 def journal_guard(
     settings: Settings, journal: SlateJournal, relay: Relay, progress: PostgresProgress
 ) -> JournalTopicGuard:
@@ -159,12 +168,7 @@ async def test_a_broker_that_lost_the_topic_is_refilled_from_the_lowest_checkpoi
     transcript_store: ClickHouseTranscriptStore,
     behind_store: ClickHouseTranscriptStore,
 ) -> None:
-    settings = Settings(
-        data_dir=tmp_path / "data",
-        environment="test",
-        topic_prefix=topic_prefix,
-        broker_url=f"kafka://{broker_of_test.bootstrap}",
-    )
+    settings = settings_of(broker_of_test, tmp_path, topic_prefix)
     registry = REGISTRY
     apply_topics(settings, registry)
     progress = PostgresProgress(pool)
@@ -213,12 +217,7 @@ async def test_a_cursor_moved_by_another_nodes_relay_is_detected_and_the_gap_rep
     transcript_store: ClickHouseTranscriptStore,
     behind_store: ClickHouseTranscriptStore,
 ) -> None:
-    settings = Settings(
-        data_dir=tmp_path / "data",
-        environment="test",
-        topic_prefix=topic_prefix,
-        broker_url=f"kafka://{broker_of_test.bootstrap}",
-    )
+    settings = settings_of(broker_of_test, tmp_path, topic_prefix)
     registry = REGISTRY
     apply_topics(settings, registry)
     progress = PostgresProgress(pool)
@@ -259,12 +258,7 @@ async def test_agent_memory_not_yet_projected_when_the_broker_lost_it_reaches_th
     """memory.entries: the outbox relay published the changes (their outbox rows are gone) and the
     broker died before the projection consumed them. After the restart the node finds the new topic
     and publishes what the projection had not applied; the index catches up by itself."""
-    settings = Settings(
-        data_dir=tmp_path / "data",
-        environment="test",
-        topic_prefix=topic_prefix,
-        broker_url=f"kafka://{broker_of_test.bootstrap}",
-    )
+    settings = settings_of(broker_of_test, tmp_path, topic_prefix)
     apply_topics(settings, REGISTRY)
     service = MemoryService(pool, FakeClock())
     relay = EntriesOutboxRelay(pool, settings)
@@ -311,12 +305,7 @@ async def test_agent_memory_not_yet_projected_when_the_broker_lost_it_reaches_th
 async def test_the_periodic_check_refills_by_itself_and_a_stop_never_waits_for_the_broker(
     broker_of_test: OwnBroker, tmp_path: Path, topic_prefix: str, journal: SlateJournal, pool: asyncpg.Pool
 ) -> None:
-    settings = Settings(
-        data_dir=tmp_path / "data",
-        environment="test",
-        topic_prefix=topic_prefix,
-        broker_url=f"kafka://{broker_of_test.bootstrap}",
-    )
+    settings = settings_of(broker_of_test, tmp_path, topic_prefix)
     apply_topics(settings, REGISTRY)
     progress = PostgresProgress(pool)
     await append(journal, 30)
@@ -352,12 +341,7 @@ async def test_compaction_topics_brought_back_by_someone_else_are_found_new(
     them again (e.g. an older node, an operator's `memstream topics apply`, or a client that lets the
     broker create topics): the node never saw them `created`, yet its topic check finds the
     compaction topics new and tells the compaction recovery - once."""
-    settings = Settings(
-        data_dir=tmp_path / "data",
-        environment="test",
-        topic_prefix=topic_prefix,
-        broker_url=f"kafka://{broker_of_test.bootstrap}",
-    )
+    settings = settings_of(broker_of_test, tmp_path, topic_prefix)
     apply_topics(settings, REGISTRY)
     lost: list[str] = []
     sync = TopicSync(
@@ -380,12 +364,7 @@ async def test_a_check_is_not_queued_behind_threads_waiting_for_the_broker(
     """While the broker lacks its topics, producers waiting for them hold threads of asyncio's
     default executor (a handful fill it on a 2-core machine: 6 threads). The check that brings the
     topics back must not wait for one of those threads: it would wait forever."""
-    settings = Settings(
-        data_dir=tmp_path / "data",
-        environment="test",
-        topic_prefix=topic_prefix,
-        broker_url=f"kafka://{broker_of_test.bootstrap}",
-    )
+    settings = settings_of(broker_of_test, tmp_path, topic_prefix)
     apply_topics(settings, REGISTRY)
     lost: list[str] = []
     sync = TopicSync(
@@ -420,12 +399,7 @@ async def test_a_projection_into_a_store_created_anew_gets_the_whole_journal_aga
     """Regression (issue 9, second writer): a node with its own new ClickHouse took over a journal
     whose group progress (in the shared Postgres) was made on the other node's ClickHouse; the
     projection skipped what it never had and the refill started above it: 12 threads short."""
-    settings = Settings(
-        data_dir=tmp_path / "data",
-        environment="test",
-        topic_prefix=topic_prefix,
-        broker_url=f"kafka://{broker_of_test.bootstrap}",
-    )
+    settings = settings_of(broker_of_test, tmp_path, topic_prefix)
     apply_topics(settings, REGISTRY)
     progress = PostgresProgress(pool)
 
