@@ -194,11 +194,6 @@ def verify(url: str, admin_token: str, settle_s: float) -> dict[str, Any]:
     return report
 
 
-def caught_up(report: Mapping[str, Any]) -> bool:
-    """The projection holds every journal message (no difference, nothing pending)."""
-    return bool(report.get("ok")) and not report.get("pending_messages")
-
-
 def check_projection(report: Mapping[str, Any], injected: Iterable[str] = ()) -> CheckResult:
     """`memstream verify` found the projection holding the journal: no difference but a thread the
     harness itself put on the topic without the journal (`injected`, projection-only), nothing pending."""

@@ -339,12 +339,20 @@ class Run:
         )
 
     def measure_catch_up(self, since: float) -> float | None:
-        """Seconds from `since` until `memstream verify` found the projection holding the journal."""
-        try:
-            report = checks.verify(self.stack.url, self.subject.admin_token, settle_s=self.profile.catch_up_s)
-        except Exception:
-            return None
-        return time.time() - since if checks.caught_up(report) else None
+        """Seconds from `since` until `memstream verify` found the projection holding the journal
+        (threads the harness put on the topic itself aside), asked every second or so for up to
+        `catch_up_s`; None when it never did."""
+        deadline = time.monotonic() + self.profile.catch_up_s
+        while True:
+            try:
+                report = checks.verify(self.stack.url, self.subject.admin_token, settle_s=1.0)
+            except Exception:
+                report = {}
+            if report and checks.check_projection(report, self.subject.injected_threads).ok:
+                return time.time() - since
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.5)
 
     def _account(self, ledger: Ledger) -> None:
         """Add a ledger's outcomes to the totals (after its load stopped)."""
