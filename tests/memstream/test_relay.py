@@ -258,6 +258,7 @@ async def test_stop_while_the_broker_is_unreachable(
     assert any("unreachable" in r.getMessage() for r in caplog.records), caplog.text
 
 
+@pytest.mark.engine
 async def test_survives_an_embedded_broker_restart(
     tmp_path: Path, journal: SlateJournal, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -159,6 +159,7 @@ async def test_a_batch_published_again_carries_the_same_stamps(
     assert all(len(both) == 2 and both[0] == both[1] for both in copies.values())
 
 
+@pytest.mark.engine
 async def test_interrupt_frees_a_round_stuck_on_a_recreated_topic(
     tmp_path: Path, topic_prefix: str, journal: SlateJournal
 ) -> None:

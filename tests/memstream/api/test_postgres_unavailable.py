@@ -51,6 +51,7 @@ def _append(message_id: str) -> dict[str, object]:
     return {"agent_id": "agent-1", "messages": [{"message_id": message_id, "role": "user", "content": "hi"}]}
 
 
+@pytest.mark.engine
 async def test_postgres_down_is_503_with_retry_after_and_recovers(
     unstable_client: tuple[httpx.AsyncClient, dict[str, str]], postgres: PrivatePostgres
 ) -> None:

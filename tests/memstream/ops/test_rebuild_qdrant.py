@@ -214,6 +214,6 @@ async def test_a_topic_lacking_an_entrys_latest_record_is_named_as_the_reason(
     await relay.close()
 
 
-async def test_needs_the_nodes_pool(settings: Settings) -> None:
+async def test_needs_the_nodes_pool(base_settings: Settings) -> None:
     with pytest.raises(RebuildFailed, match="needs the node's Postgres pool"):
-        await rebuild_qdrant(Engines(settings), progress=lambda _: None)
+        await rebuild_qdrant(Engines(base_settings), progress=lambda _: None)

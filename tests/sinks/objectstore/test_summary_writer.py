@@ -27,7 +27,7 @@ from tests.summary_builders import THREAD, make
 POINTER = summary_key("test", "acme", "bot", "t1")
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.engine)])  # s3: a moto server
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     if request.param == "local":
         return open_object_store(f"file://{tmp_path / 'objects'}")
