@@ -28,7 +28,7 @@ import logging
 from memstream.journal.models import ThreadRef
 from memstream.summaries import Summary, SummaryCache, SummaryReader, SummaryStore, SummaryVersionFloor
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("memstream.summary_store")
 
 
 class CachedSummaryReader:

@@ -28,7 +28,7 @@ from memstream.memory.service import MemoryService
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("memstream.memory.hygiene")
 
 DEFAULT_RUN_AT = time(3, 0)
 """When the node's daily pass runs (UTC)."""

@@ -34,7 +34,7 @@ from memstream.memory.service import ScoredEntry, check_key_prefix
 from memstream.pinned import MemoryScope
 from sinks.qdrant.base import CollectionRef, IndexFilter, VectorIndex
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("memstream.memory.recall")
 
 OVERFETCH = 4
 MAX_INDEX_LIMIT = 100

@@ -38,7 +38,7 @@ from memstream.transcripts.context import JournalContext
 from memstream.transcripts.summaries import DEFAULT_SUMMARY_TOKENS, MatchSummarizer, hits_as_messages
 from sinks.clickhouse.base import MessageHit, TranscriptStore
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("memstream.transcripts.search")
 
 SEARCH = "journal_message_search"
 MAX_QUERY_CHARS = 1_000
