@@ -34,7 +34,8 @@ from memstream.auth import Principal
 from memstream.context import ContextReader
 from memstream.embedded import services
 from memstream.embedded.process import ManagedProcess, free_port
-from memstream.journal import NewMessage, SlateJournal, ThreadRef
+from memstream.journal.models import NewMessage, ThreadRef
+from memstream.journal.store import SlateJournal
 from memstream.pinned import MemoryScope, NoPinnedFacts
 from memstream.summaries import summary_key
 from memstream.threads import ThreadService

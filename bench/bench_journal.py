@@ -25,7 +25,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from memstream.journal import NewMessage, SlateJournal, ThreadRef
+from memstream.journal.models import NewMessage, ThreadRef
+from memstream.journal.store import SlateJournal
 
 CONTENT = (
     "The quarterly report is attached; please check the revenue figures in section 3 and "

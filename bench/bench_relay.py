@@ -36,7 +36,8 @@ from topic_consumer import consumer_from_start
 from memstream.config import Settings
 from memstream.embedded import services
 from memstream.embedded.process import free_port
-from memstream.journal import NewMessage, SlateJournal, ThreadRef
+from memstream.journal.models import NewMessage, ThreadRef
+from memstream.journal.store import SlateJournal
 from memstream.relay import Relay
 from streams.admin import apply_topics
 from streams.events import MESSAGE_ID_HEADER, header

@@ -49,7 +49,8 @@ from memstream.embedded import services
 from memstream.embedded.bootstrap import create_key
 from memstream.embedded.process import ManagedProcess, free_port
 from memstream.embedded.supervisor import http_ok
-from memstream.journal import NewMessage, SlateJournal, ThreadRef
+from memstream.journal.models import NewMessage, ThreadRef
+from memstream.journal.store import SlateJournal
 from memstream.relay import JOURNAL_TOPIC
 from processors.registry import consumers_of
 from sinks.postgres.progress import PostgresProgress

@@ -22,7 +22,8 @@ from click.testing import CliRunner
 
 from memstream.cli import main
 from memstream.config import Settings
-from memstream.journal import NewMessage, SlateJournal, ThreadRef
+from memstream.journal.models import NewMessage, ThreadRef
+from memstream.journal.store import SlateJournal
 from tests.memstream.node_process import RunningNode, running_node
 from tests.memstream.own_broker import OwnBroker, own_broker
 from tests.memstream.relay_support import journal_seqs

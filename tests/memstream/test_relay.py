@@ -18,7 +18,8 @@ from confluent_kafka import Message as KafkaMessage
 from memstream.config import Settings
 from memstream.embedded import services
 from memstream.embedded.process import free_port
-from memstream.journal import Message, NewMessage, SlateJournal, ThreadRef
+from memstream.journal.models import Message, NewMessage, ThreadRef
+from memstream.journal.store import SlateJournal
 from memstream.relay import Relay, RelayDeliveryError, RelayLag
 from streams.admin import apply_topics
 from streams.events import MESSAGE_ID_HEADER, decode_message, header

@@ -14,7 +14,8 @@ import pytest
 from confluent_kafka import Message as KafkaMessage
 
 from memstream.config import Settings
-from memstream.journal import Message, NewMessage, SlateJournal, ThreadRef
+from memstream.journal.models import Message, NewMessage, ThreadRef
+from memstream.journal.store import SlateJournal
 from memstream.relay import Relay
 from sinks.postgres.progress import PostgresProgress
 from streams.admin import apply_topics

@@ -23,7 +23,8 @@ import pytest
 from memstream.config import Settings
 from memstream.embeddings.offline import OfflineMiniLM
 from memstream.embeddings.sparse import Bm25Sparse
-from memstream.journal import NewMessage, SlateJournal, ThreadRef
+from memstream.journal.models import NewMessage, ThreadRef
+from memstream.journal.store import SlateJournal
 from memstream.memory.outbox import AppliedOutbox, EntriesOutboxRelay
 from memstream.memory.service import MemoryService
 from memstream.relay import Relay

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memstream.journal import SlateJournal
+from memstream.journal.store import SlateJournal
 
 
 @pytest.fixture

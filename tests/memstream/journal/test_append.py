@@ -9,7 +9,10 @@ import pytest
 from pydantic import ValidationError
 
 from memstream.errors import Conflict, InvalidInput, JournalUnavailable
-from memstream.journal import Journal, Message, NewMessage, SlateJournal, ToolCall, count_tokens
+from memstream.journal.base import Journal
+from memstream.journal.models import Message, NewMessage, ToolCall
+from memstream.journal.store import SlateJournal
+from memstream.journal.tokens import count_tokens
 
 from .helpers import thread, tool_call_pair, user
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from memstream.errors import InvalidInput
-from memstream.journal import SlateJournal
+from memstream.journal.store import SlateJournal
 
 from .helpers import thread, user
 

@@ -7,9 +7,8 @@ from pathlib import Path
 
 from slatedb.uniffi import DbBuilder
 
-from memstream.journal import SlateJournal
 from memstream.journal.objectstore import build_object_store
-from memstream.journal.store import _fast_write
+from memstream.journal.store import SlateJournal, _fast_write
 
 
 async def test_arbitrary_bytes_round_trip_through_the_patched_binding(

@@ -7,7 +7,8 @@ import asyncio
 import pytest
 
 from memstream.errors import JournalFenced, JournalUnavailable
-from memstream.journal import Message, SlateJournal
+from memstream.journal.models import Message
+from memstream.journal.store import SlateJournal
 
 from .helpers import thread, user
 

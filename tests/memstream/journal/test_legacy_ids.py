@@ -10,7 +10,9 @@ import pytest
 from pydantic import ValidationError
 from slatedb.uniffi import WriteBatch
 
-from memstream.journal import Message, NewMessage, SlateJournal, ToolCall, keys
+from memstream.journal import keys
+from memstream.journal.models import Message, NewMessage, ToolCall
+from memstream.journal.store import SlateJournal
 
 from .helpers import thread, user
 

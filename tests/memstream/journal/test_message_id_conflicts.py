@@ -9,7 +9,8 @@ import asyncio
 import pytest
 
 from memstream.errors import Conflict
-from memstream.journal import NewMessage, SlateJournal, ToolCall
+from memstream.journal.models import NewMessage, ToolCall
+from memstream.journal.store import SlateJournal
 
 from .helpers import thread, user
 

@@ -9,8 +9,8 @@ import pytest
 
 from memstream.config import S3Settings
 from memstream.errors import JournalFenced
-from memstream.journal import SlateJournal
 from memstream.journal.objectstore import build_object_store
+from memstream.journal.store import SlateJournal
 
 from .helpers import thread, user
 

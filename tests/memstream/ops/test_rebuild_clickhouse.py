@@ -14,8 +14,8 @@ import pytest
 
 from memstream.config import Settings
 from memstream.engines import Engines
-from memstream.journal import NewMessage, SlateJournal, ThreadRef
-from memstream.journal.models import ToolCall
+from memstream.journal.models import NewMessage, ThreadRef, ToolCall
+from memstream.journal.store import SlateJournal
 from memstream.ops.progress import Progress
 from memstream.ops.rebuild import RebuildFailed, rebuild_clickhouse
 from memstream.relay import DEFAULT_CURSOR, JOURNAL_TOPIC, Relay
