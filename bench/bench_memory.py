@@ -64,7 +64,7 @@ from figures import load_note, pct
 from server_group import server_group
 from topic_consumer import consumer_from_start
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.embedded import services
 from memstream.embedded.process import free_port
 from memstream.embeddings.offline import OfflineMiniLM

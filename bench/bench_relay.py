@@ -33,7 +33,7 @@ from pathlib import Path
 from figures import pct
 from topic_consumer import consumer_from_start
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.embedded import services
 from memstream.embedded.process import free_port
 from memstream.journal.models import NewMessage, ThreadRef

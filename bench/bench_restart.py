@@ -44,7 +44,7 @@ from figures import load_note
 from pydantic import SecretStr
 from server_group import server_group
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.embedded import services
 from memstream.embedded.bootstrap import create_key
 from memstream.embedded.process import ManagedProcess, free_port

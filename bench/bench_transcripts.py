@@ -83,7 +83,7 @@ from figures import load_note, pct
 from pydantic import SecretStr
 from transcript_corpus import Corpus
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.embedded import services
 from memstream.embedded.process import free_port
 from memstream.journal.models import Message, ToolCall

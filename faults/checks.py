@@ -27,8 +27,8 @@ import httpx
 import redis
 
 from bench.topic_consumer import consumer_from_start
+from core.config import Settings
 from faults.ledger import Conversation, LedgerView, ServerError
-from memstream.config import Settings
 from memstream.ops.node_client import NodeClient, run_stream
 from memstream.summaries import SummaryUnavailable, parse_summary, summary_key
 from processors.thresholds import Counters, advance

@@ -23,9 +23,9 @@ from typing import Literal, get_args
 
 import asyncpg
 
-from memstream.errors import InvalidInput, NotFound, Unauthorized
-from memstream.ids import is_api_key, require_api_key_id, require_environment, require_id
-from memstream.inputs import check_text
+from core.errors import InvalidInput, NotFound, Unauthorized
+from core.ids import is_api_key, require_api_key_id, require_environment, require_id
+from core.inputs import check_text
 from sinks.postgres import api_keys as store
 from sinks.postgres.api_keys import ApiKeyRecord
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 from pydantic import ValidationError
 
-from memstream.config import Settings
+from core.config import Settings
 
 if TYPE_CHECKING:
     from memstream.ops.node_client import NodeClient
@@ -317,7 +317,7 @@ def replay(
     most --follow-timeout (the reset stands either way). Exit 0 done, 1 refused or failed (also when
     the processor crashes while catching up), 3 no node answers.
     """
-    from memstream.errors import InvalidInput
+    from core.errors import InvalidInput
     from memstream.ops.replay_from import parse_replay_from
 
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.embeddings.base import Embedder
 from memstream.embeddings.factory import build_embedder
 from memstream.embeddings.sparse import Bm25Sparse

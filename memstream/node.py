@@ -27,14 +27,14 @@ from collections.abc import Iterator, Sequence
 import asyncpg
 import uvicorn
 
+from core.config import Settings
+from core.errors import JournalFenced
 from memstream import exit_codes
 from memstream.api.access_log import log_config
 from memstream.api.app import create_app
 from memstream.api.deps import MemoryDeps, build_api_deps
 from memstream.api.routes.admin import AdminDeps, Rebuilder, admin_router
-from memstream.config import Settings
 from memstream.engines import Engines
-from memstream.errors import JournalFenced
 from memstream.journal.base import Journal
 from memstream.journal.fencing import watch_fence
 from memstream.journal.models import Message, NewMessage, ThreadRef

@@ -48,8 +48,8 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from memstream.config import Settings
-from memstream.errors import JournalFenced, MemstreamError
+from core.config import Settings
+from core.errors import JournalFenced, MemstreamError
 from memstream.journal.base import Journal
 from memstream.journal.models import Message
 from streams.events import encode_message

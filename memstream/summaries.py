@@ -25,7 +25,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from memstream.errors import Conflict, MemstreamError
+from core.errors import Conflict, MemstreamError
 from memstream.journal.models import ThreadRef
 
 

@@ -27,10 +27,10 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from core.errors import Conflict, InvalidInput, JournalUnavailable, MemstreamError, NotFound
+from core.ids import require_id
+from core.inputs import check_json_value
 from memstream.auth import Principal
-from memstream.errors import Conflict, InvalidInput, JournalUnavailable, MemstreamError, NotFound
-from memstream.ids import require_id
-from memstream.inputs import check_json_value
 from memstream.journal.base import Journal
 from memstream.journal.models import Message, NewMessage, ThreadRef
 
@@ -151,7 +151,7 @@ def merge_patch(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]
 
 
 def check_thread_id(value: str, field: str) -> str:
-    """`value` when it is a valid id (`memstream.ids.ID`); InvalidInput naming `field` otherwise."""
+    """`value` when it is a valid id (`core.ids.ID`); InvalidInput naming `field` otherwise."""
     return require_id(value, field)
 
 

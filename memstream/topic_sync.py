@@ -55,8 +55,8 @@ from typing import Any, Protocol, TypeVar
 
 import asyncpg
 
-from memstream.config import Settings
-from memstream.errors import JournalFenced
+from core.config import Settings
+from core.errors import JournalFenced
 from memstream.journal.base import Journal
 from memstream.memory.outbox import ENTRIES_TOPIC, EntriesOutboxRelay
 from memstream.relay import JOURNAL_TOPIC, Relay

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.engines import Engines
 from memstream.journal.models import Message
 from sinks.clickhouse.base import TranscriptRow, TranscriptStore, TranscriptUnavailable

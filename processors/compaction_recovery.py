@@ -43,7 +43,7 @@ from datetime import UTC, datetime, timedelta
 
 from confluent_kafka import KafkaError
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.engines import Engines
 from processors.thresholds import RequestNotDelivered, Thresholds
 from processors.thresholds import create as create_thresholds

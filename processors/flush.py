@@ -48,9 +48,9 @@ from typing import Any, Literal
 
 import asyncpg
 
-from memstream.config import Settings
+from core.config import Settings
+from core.errors import InvalidInput
 from memstream.engines import Engines
-from memstream.errors import InvalidInput
 from memstream.journal.base import Journal
 from memstream.journal.models import Message, ThreadRef
 from memstream.memory.agents import AgentRef, AgentService

@@ -39,7 +39,7 @@ from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.embeddings.base import Embedder, SparseEncoder
 from memstream.embeddings.factory import build_embedder
 from memstream.embeddings.sparse import Bm25Sparse

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from memstream.config import Settings
+from core.config import Settings
 from streams.runtime.errors import UnknownProcessor
 from streams.runtime.processor import Processor
 

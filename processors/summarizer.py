@@ -51,9 +51,9 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from memstream.config import Settings
+from core.config import Settings
+from core.errors import JournalUnavailable, MemstreamError
 from memstream.engines import Engines
-from memstream.errors import JournalUnavailable, MemstreamError
 from memstream.journal.base import Journal
 from memstream.journal.models import Id, Message, ThreadRef
 from memstream.models.base import ChatModel, ModelError, ModelRequestRejected, ModelUnsupported

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.engines import Engines
 from memstream.journal.base import Journal
 from memstream.journal.models import Message, ThreadRef

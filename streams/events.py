@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from memstream.errors import MemstreamError
+from core.errors import MemstreamError
 from memstream.journal.models import Message
 
 MESSAGE_SCHEMA_VERSION = 1

@@ -34,7 +34,7 @@ import asyncpg
 import pytest
 from pydantic import SecretStr
 
-from memstream.config import S3Settings, Settings
+from core.config import S3Settings, Settings
 from memstream.embedded import services
 from memstream.embedded.process import ManagedProcess, free_port
 from memstream.embeddings.offline import OfflineMiniLM

@@ -19,7 +19,7 @@ from typing import Protocol
 
 import asyncpg
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.context import ContextReader
 from memstream.embeddings.base import Embedder, SparseEncoder
 from memstream.journal.base import Journal

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memstream.config import ModelSettings
+from core.config import ModelSettings
 from memstream.embeddings.base import Embedder
 from memstream.embeddings.offline import MODEL_ID, OfflineMiniLM
 from memstream.embeddings.openai_compat import DEFAULT_MODEL, OpenAIEmbedder

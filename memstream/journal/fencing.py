@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from memstream.errors import JournalFenced, MemstreamError
+from core.errors import JournalFenced, MemstreamError
 from memstream.journal.base import Journal
 
 FENCE_CHECK_INTERVAL_S = 0.5

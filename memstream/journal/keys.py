@@ -1,7 +1,7 @@
 """Key layout of the journal in SlateDB.
 
-All keys are ASCII bytes. Every id that appears in a key is a full match of `memstream.ids.ID`
-(checked before any key is built; the environment one of `memstream.ids.ENVIRONMENT`), so it
+All keys are ASCII bytes. Every id that appears in a key is a full match of `core.ids.ID`
+(checked before any key is built; the environment one of `core.ids.ENVIRONMENT`), so it
 cannot contain `/` or a line break, and `/` is a safe separator: a prefix that ends in `/`
 never matches a longer id (thread `t1` does not match thread `t10`). Numbers are zero-padded
 16-digit lower-case hex, so byte order equals numeric order and range/descending scans work.
@@ -26,7 +26,7 @@ Note: `scan_prefix` sub-ranges are relative to the prefix: use the `*_suffix` he
 
 from __future__ import annotations
 
-from memstream.ids import ENVIRONMENT, ID
+from core.ids import ENVIRONMENT, ID
 from memstream.journal.models import ThreadRef
 
 MESSAGE_ROOT = b"m/"

@@ -6,7 +6,7 @@ server-side `created_at` and its exact o200k `token_count`.
 
 Validation is strict and specific: every rule raises a `ValueError` naming the rule, which the API
 turns into a 422 with the field, and nothing is written. The rules for new input (`NewMessage`:
-ids matched in full by `memstream.ids`, tool-call arguments within `memstream.inputs`) are stricter
+ids matched in full by `core.ids`, tool-call arguments within `core.inputs`) are stricter
 than those for stored messages (`Message`, `ToolCall`), so that rows written under older rules
 stay readable: a journal row that no longer parses would stop the relay at its seq.
 """
@@ -21,9 +21,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from memstream.errors import InvalidInput
-from memstream.ids import ID, ID_PATTERN, Id, StoredId, check_id
-from memstream.inputs import MAX_JSON_DEPTH, JsonTooDeep, NumberOutOfRange, loads_json
+from core.errors import InvalidInput
+from core.ids import ID, ID_PATTERN, Id, StoredId, check_id
+from core.inputs import MAX_JSON_DEPTH, JsonTooDeep, NumberOutOfRange, loads_json
 
 __all__ = ["ID_PATTERN", "ROLES", "Id", "Message", "NewMessage", "Role", "ThreadRef", "ToolCall", "check_id"]
 
@@ -78,7 +78,7 @@ class NewMessage(BaseModel):
     @classmethod
     def _new_tool_call(cls, tool_call: ToolCall | None) -> ToolCall | None:
         """What a new tool call must be beyond a stored one: an id matched in full, and arguments
-        within the input rules (nesting, text; `memstream.inputs`), with their specific codes."""
+        within the input rules (nesting, text; `core.inputs`), with their specific codes."""
         if tool_call is None:
             return None
         problem = ID.problem(tool_call.id)

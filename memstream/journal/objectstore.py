@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 from slatedb.uniffi import ObjectStore, ObjectStoreBuilder, ObjectStoreType
 
-from memstream.config import S3Settings
+from core.config import S3Settings
 
 
 @dataclass(frozen=True)

@@ -51,8 +51,8 @@ from slatedb.uniffi import (
 )
 from slatedb.uniffi import Error as SlateError
 
-from memstream.config import S3Settings
-from memstream.errors import Conflict, InvalidInput, JournalFenced, JournalUnavailable, MemstreamError
+from core.config import S3Settings
+from core.errors import Conflict, InvalidInput, JournalFenced, JournalUnavailable, MemstreamError
 from memstream.journal import keys
 from memstream.journal.models import Message, NewMessage, ThreadRef
 from memstream.journal.objectstore import build_object_store

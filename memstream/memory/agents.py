@@ -16,8 +16,8 @@ from collections.abc import Iterable
 import asyncpg
 from pydantic import BaseModel, ConfigDict
 
-from memstream.errors import InvalidInput
-from memstream.ids import require_environment, require_id
+from core.errors import InvalidInput
+from core.ids import require_environment, require_id
 from memstream.memory.models import MEMORY_CAPABILITY
 from sinks.postgres import agents as store
 from sinks.postgres.agents import AgentRecord

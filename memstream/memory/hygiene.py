@@ -22,7 +22,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.memory.clock import Clock, utc_now
 from memstream.memory.service import MemoryService
 from sinks.postgres.migrations import migrate

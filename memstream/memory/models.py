@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memstream.ids import StoredId
+from core.ids import StoredId
 
 Category = Literal["user_profile", "project_fact", "observation"]
 CATEGORIES: tuple[Category, ...] = ("user_profile", "project_fact", "observation")

@@ -46,8 +46,8 @@ from typing import Any
 import asyncpg
 from confluent_kafka import Producer
 
-from memstream.config import Settings
-from memstream.errors import MemstreamError
+from core.config import Settings
+from core.errors import MemstreamError
 from streams.producer import (
     DeliveryAborted,
     OutgoingRecord,

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from memstream.errors import InvalidInput
+from core.errors import InvalidInput
 from memstream.memory.folding import fold
 from memstream.memory.sensitive import (
     SENSITIVE_DESCRIPTIONS,

@@ -56,9 +56,9 @@ from typing import Literal, get_args
 import asyncpg
 from pydantic import BaseModel, ConfigDict
 
-from memstream.errors import Conflict, InvalidInput, NotFound
-from memstream.ids import require_environment, require_id
-from memstream.inputs import check_text
+from core.errors import Conflict, InvalidInput, NotFound
+from core.ids import require_environment, require_id
+from core.inputs import check_text
 from memstream.memory.clock import Clock, utc_now
 from memstream.memory.models import (
     CATEGORIES,

@@ -24,8 +24,8 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from memstream.errors import Conflict, InvalidInput, NotFound
-from memstream.inputs import loads_json
+from core.errors import Conflict, InvalidInput, NotFound
+from core.inputs import loads_json
 from memstream.memory.models import (
     CATEGORIES,
     DEFAULT_IMPORTANCE,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memstream.config import ModelSettings
+from core.config import ModelSettings
 from memstream.models.base import ChatModel
 from memstream.models.offline import MODEL_ID, OfflineChatModel
 from memstream.models.openai_chat import OpenAIChatModel

@@ -24,7 +24,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from memstream.errors import InvalidInput, MemstreamError
+from core.errors import InvalidInput, MemstreamError
 from memstream.journal.base import Journal
 from memstream.ops.progress import Progress, ProgressCallback, no_progress
 from memstream.relay import Relay

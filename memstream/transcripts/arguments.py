@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
-from memstream.errors import InvalidInput
-from memstream.ids import ID
-from memstream.inputs import MAX_INT64, check_text, loads_json
+from core.errors import InvalidInput
+from core.ids import ID
+from core.inputs import MAX_INT64, check_text, loads_json
 
 T = TypeVar("T", bound=str)
 

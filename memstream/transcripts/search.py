@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from memstream.errors import InvalidInput
+from core.errors import InvalidInput
 from memstream.models.base import ChatModel, ModelError
 from memstream.transcripts.arguments import arguments_object, boolean, choice, integer, required_string
 from memstream.transcripts.context import JournalContext

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from core.errors import JournalUnavailable
 from memstream.auth import Principal
-from memstream.errors import JournalUnavailable
 from memstream.memory.tools import FunctionSpec, ToolSpec, UnknownTool
 from memstream.models.base import ChatModel
 from memstream.transcripts.context import JournalContext

@@ -62,7 +62,7 @@ import obstore
 from obstore.exceptions import AlreadyExistsError
 from obstore.store import LocalStore, S3Store
 
-from memstream.config import S3Settings, Settings
+from core.config import S3Settings, Settings
 from memstream.journal.models import ThreadRef
 from memstream.summaries import (
     Summary,

@@ -36,7 +36,7 @@ import faust
 from faust.streams import Stream
 from faust.types import EventT, StreamT
 
-from memstream.config import Settings
+from core.config import Settings
 from streams.runtime.batch import run_batch
 from streams.runtime.consumer import CommitGuardConsumer, CommitGuardTransport
 from streams.runtime.dlq import DeadLetterLimit, DeadLetterQueue

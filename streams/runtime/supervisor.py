@@ -43,8 +43,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from memstream.config import Settings
-from memstream.errors import error_chain as chain
+from core.config import Settings
+from core.errors import error_chain as chain
 from streams.runtime.app import ProcessorRuntime
 from streams.runtime.dlq import DeadLetterLimit
 from streams.runtime.errors import ProcessorCannotRun, ProcessorCrashed, UnknownProcessor

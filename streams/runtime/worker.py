@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from memstream.config import Settings, mask_url
+from core.config import Settings, mask_url
 from memstream.shutdown import StopSignals
 from streams.runtime.app import ProcessorRuntime
 from streams.runtime.errors import ProcessorCrashed, UnknownProcessor

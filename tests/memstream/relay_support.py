@@ -11,7 +11,7 @@ from pathlib import Path
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 
-from memstream.config import Settings
+from core.config import Settings
 from streams.admin import apply_topics
 from streams.events import decode_message
 from streams.topics import load_topics

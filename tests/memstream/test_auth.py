@@ -9,9 +9,9 @@ import asyncpg
 import pytest
 from click.testing import CliRunner
 
+from core.errors import InvalidInput, NotFound, Unauthorized
 from memstream.auth import Principal, issue_key, list_keys, revoke_key, verify
 from memstream.cli import main
-from memstream.errors import InvalidInput, NotFound, Unauthorized
 
 
 async def test_issue_and_verify(pool: asyncpg.Pool) -> None:

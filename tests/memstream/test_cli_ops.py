@@ -14,8 +14,8 @@ import httpx
 import pytest
 from click.testing import CliRunner, Result
 
+from core.config import Settings
 from memstream.cli import _follow_lag, main
-from memstream.config import Settings
 from memstream.embedded.process import free_port
 from tests.memstream.node_process import RunningNode, node_env, running_node
 from tests.memstream.relay_support import journal_seqs

@@ -5,9 +5,9 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from core.errors import JournalFenced, JournalUnavailable, NotFound
 from memstream.auth import Principal
 from memstream.context import SUMMARY_PREFIX, ContextReader, drop_orphan_tool_results, to_context_message
-from memstream.errors import JournalFenced, JournalUnavailable, NotFound
 from memstream.journal.models import Message, NewMessage, ToolCall
 from memstream.journal.store import SlateJournal
 from memstream.journal.tokens import count_tokens

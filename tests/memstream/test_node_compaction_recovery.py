@@ -18,7 +18,7 @@ from typing import Any
 import asyncpg
 import httpx
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.embedded.bootstrap import create_key
 from memstream.embedded.process import free_port
 from processors.thresholds import open_store

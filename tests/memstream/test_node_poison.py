@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.embedded.bootstrap import create_key
 from memstream.embedded.process import ManagedProcess, free_port
 from processors.thresholds import NAME as THRESHOLDS

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from core.config import Settings
 from memstream.cli import main
-from memstream.config import Settings
 from memstream.journal.models import NewMessage, ThreadRef
 from memstream.journal.store import SlateJournal
 from tests.memstream.node_process import RunningNode, running_node

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Message as KafkaMessage
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.embedded import services
 from memstream.embedded.process import free_port
 from memstream.journal.models import Message, NewMessage, ThreadRef

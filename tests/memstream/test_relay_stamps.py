@@ -13,7 +13,7 @@ import asyncpg
 import pytest
 from confluent_kafka import Message as KafkaMessage
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.journal.models import Message, NewMessage, ThreadRef
 from memstream.journal.store import SlateJournal
 from memstream.relay import Relay

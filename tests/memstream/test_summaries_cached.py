@@ -12,9 +12,9 @@ import obstore
 import pytest
 from pydantic import SecretStr
 
+from core.config import Settings
 from memstream.api import build_api_deps
 from memstream.auth import Principal
-from memstream.config import Settings
 from memstream.context import SUMMARY_PREFIX
 from memstream.embedded.process import free_port
 from memstream.journal.models import NewMessage

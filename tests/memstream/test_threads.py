@@ -6,8 +6,8 @@ from typing import Any
 import asyncpg
 import pytest
 
+from core.errors import Conflict, InvalidInput, JournalUnavailable, NotFound
 from memstream.auth import Principal
-from memstream.errors import Conflict, InvalidInput, JournalUnavailable, NotFound
 from memstream.journal.models import NewMessage
 from memstream.journal.store import SlateJournal
 from memstream.threads import (

@@ -20,7 +20,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.embeddings.offline import OfflineMiniLM
 from memstream.embeddings.sparse import Bm25Sparse
 from memstream.journal.models import NewMessage, ThreadRef

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.journal.models import Message, ToolCall
 from processors.clickhouse_projection import NAME, ClickHouseProjection
 from sinks.clickhouse.base import TranscriptRow, TranscriptScope, TranscriptUnavailable

@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.journal.models import Message, NewMessage, ThreadRef
 from memstream.journal.store import SlateJournal
 from memstream.memory.agents import AgentRef, AgentService

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from qdrant_client.http.exceptions import UnexpectedResponse
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.embeddings.offline import OfflineMiniLM
 from memstream.embeddings.sparse import Bm25Sparse
 from processors.qdrant_projection import NAME, QdrantProjection, create, entry_payload, plan

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.embeddings.offline import OfflineMiniLM
 from memstream.embeddings.sparse import Bm25Sparse
 from processors.qdrant_projection import NAME, QdrantProjection, entry_payload

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memstream.config import Settings
+from core.config import Settings
 from processors.registry import (
     PROCESSORS,
     SOURCES,

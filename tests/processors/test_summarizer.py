@@ -16,7 +16,7 @@ import pytest
 from pydantic import SecretStr
 from redis.asyncio import Redis
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.journal.models import Message, NewMessage, Role, ThreadRef
 from memstream.journal.store import SlateJournal
 from memstream.models.base import ChatModel, ModelUnavailable, SummaryDraft

@@ -11,7 +11,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.journal.models import NewMessage, ThreadRef
 from memstream.journal.store import SlateJournal
 from memstream.models.offline import OfflineChatModel

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import strategies as st
 from pydantic import SecretStr
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.journal.models import Message, NewMessage, ThreadRef
 from memstream.journal.store import SlateJournal
 from memstream.summaries import Summary

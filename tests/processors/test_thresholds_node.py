@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.embedded.bootstrap import create_key
 from memstream.embedded.process import free_port
 from processors.thresholds import store_namespace

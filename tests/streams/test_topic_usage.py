@@ -20,7 +20,7 @@ import pytest
 from streams.topics import TopicRegistry, load_topics
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("memstream", "streams", "processors", "sinks")
+PACKAGES = ("memstream", "processors", "streams", "sinks", "core")
 PLANNED = {"compaction.requested", "compaction.flushed", "memory.entries", "example.planned"}
 KAFKA_TOPIC_CALLS = {"produce", "subscribe", "NewTopic", "TopicPartition", "NewPartitions"}
 

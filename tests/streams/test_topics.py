@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.journal.models import Message, NewMessage, ToolCall
 from streams.events import encode_message
 from streams.topics import (

@@ -40,8 +40,8 @@ from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
-from memstream.config import Settings
-from memstream.errors import Conflict, MemstreamError, NotFound, Unauthorized
+from core.config import Settings
+from core.errors import Conflict, MemstreamError, NotFound, Unauthorized
 from memstream.journal.base import Journal
 from memstream.ops.progress import Progress, ProgressCallback
 from memstream.ops.replay import GroupOffsets, PartitionLag, total_lag

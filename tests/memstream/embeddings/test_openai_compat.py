@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from memstream.config import ModelSettings
+from core.config import ModelSettings
 from memstream.embeddings.errors import EmbeddingError
 from memstream.embeddings.factory import build_embedder
 from memstream.embeddings.offline import OfflineMiniLM

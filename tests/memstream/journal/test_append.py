@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from memstream.errors import Conflict, InvalidInput, JournalUnavailable
+from core.errors import Conflict, InvalidInput, JournalUnavailable
 from memstream.journal.base import Journal
 from memstream.journal.models import Message, NewMessage, ToolCall
 from memstream.journal.store import SlateJournal

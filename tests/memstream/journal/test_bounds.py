@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memstream.errors import InvalidInput
+from core.errors import InvalidInput
 from memstream.journal.store import SlateJournal
 
 from .helpers import thread, user

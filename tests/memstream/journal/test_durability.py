@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from memstream.errors import JournalFenced, JournalUnavailable
+from core.errors import JournalFenced, JournalUnavailable
 from memstream.journal.models import Message
 from memstream.journal.store import SlateJournal
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from memstream.errors import InvalidInput
+from core.errors import InvalidInput
 from memstream.journal import keys
 
 from .helpers import thread

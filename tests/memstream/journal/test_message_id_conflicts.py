@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from memstream.errors import Conflict
+from core.errors import Conflict
 from memstream.journal.models import NewMessage, ToolCall
 from memstream.journal.store import SlateJournal
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from memstream.config import S3Settings
-from memstream.errors import JournalFenced
+from core.config import S3Settings
+from core.errors import JournalFenced
 from memstream.journal.objectstore import build_object_store
 from memstream.journal.store import SlateJournal
 

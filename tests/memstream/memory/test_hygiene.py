@@ -10,8 +10,8 @@ import asyncpg
 import pytest
 from pydantic import SecretStr
 
-from memstream.config import Settings
-from memstream.errors import NotFound
+from core.config import Settings
+from core.errors import NotFound
 from memstream.memory.hygiene import HygieneReport, hygiene_once, run_daily, run_hygiene
 from memstream.memory.service import MemoryService
 

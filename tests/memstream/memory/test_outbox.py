@@ -13,7 +13,7 @@ import asyncpg
 import pytest
 from confluent_kafka import Message as KafkaMessage
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.memory.models import EntryEvent, entry_key
 from memstream.memory.outbox import RELAY_LOCK_KEY, AppliedOutbox, EntriesOutboxRelay, outbox_seqs
 from memstream.memory.service import MemoryService

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memstream.errors import InvalidInput
+from core.errors import InvalidInput
 from memstream.memory.screening import (
     ScreeningRejected,
     check_rejected,

@@ -7,7 +7,7 @@ from datetime import timedelta
 import asyncpg
 import pytest
 
-from memstream.errors import Conflict, NotFound
+from core.errors import Conflict, NotFound
 from memstream.memory.models import EntryEvent
 from memstream.memory.screening import ScreeningRejected, SensitiveWithoutUser
 from memstream.memory.service import (

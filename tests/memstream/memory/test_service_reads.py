@@ -8,7 +8,7 @@ from datetime import timedelta
 import asyncpg
 import pytest
 
-from memstream.errors import InvalidInput, NotFound
+from core.errors import InvalidInput, NotFound
 from memstream.memory.service import EntryPage, MemoryService
 
 from .helpers import FakeClock, outbox, scope

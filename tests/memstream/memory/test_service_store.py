@@ -7,7 +7,7 @@ from datetime import timedelta
 import asyncpg
 import pytest
 
-from memstream.errors import InvalidInput, NotFound
+from core.errors import InvalidInput, NotFound
 from memstream.memory.models import LIMITS, EntryEvent, Provenance, entry_key
 from memstream.memory.screening import ScreeningRejected, SensitiveWithoutUser
 from memstream.memory.service import (

@@ -8,9 +8,9 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from core.errors import InvalidInput
 from memstream.embeddings.offline import OfflineMiniLM
 from memstream.embeddings.sparse import Bm25Sparse
-from memstream.errors import InvalidInput
 from memstream.memory.recall import Recaller
 from memstream.memory.screening import ScreeningRejected
 from memstream.memory.service import MemoryService, ProfileWithoutUser

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from memstream.errors import InvalidInput
+from core.errors import InvalidInput
 from memstream.memory.models import MEMORY_CAPABILITY
 from memstream.memory.tools import (
     MEMORY_TOOLS,

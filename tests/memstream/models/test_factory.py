@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
-from memstream.config import ModelSettings, Settings
+from core.config import ModelSettings, Settings
 from memstream.models.factory import build_chat_model
 from memstream.models.offline import OfflineChatModel
 from memstream.models.openai_chat import OpenAIChatModel

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.engines import Engines
 from memstream.journal.models import NewMessage, ThreadRef, ToolCall
 from memstream.journal.store import SlateJournal

@@ -14,7 +14,7 @@ from typing import Any, cast
 import asyncpg
 import pytest
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.engines import Engines
 from memstream.memory.outbox import ENTRIES_TOPIC, EntriesOutboxRelay
 from memstream.memory.service import MemoryService

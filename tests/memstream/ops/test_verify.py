@@ -9,7 +9,7 @@ from pathlib import Path
 
 from slatedb.uniffi import WriteBatch
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.journal import keys
 from memstream.journal.models import Message, NewMessage, ThreadRef
 from memstream.journal.store import SlateJournal

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from memstream.errors import InvalidInput
+from core.errors import InvalidInput
 from memstream.transcripts.search import MAX_QUERY_CHARS, SearchArgs, parse_search_arguments
 from memstream.transcripts.tool_call_view import MAX_PAGE_BYTES, ViewArgs, parse_view_arguments
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from core.errors import InvalidInput
 from memstream.api.errors import status_of
-from memstream.errors import InvalidInput
 from memstream.models.offline import OfflineChatModel
 from memstream.models.prompts import SEARCH_SUMMARY_SYSTEM_PROMPT
 from memstream.transcripts.context import JournalContext

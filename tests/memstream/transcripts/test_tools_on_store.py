@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from memstream.errors import InvalidInput
+from core.errors import InvalidInput
 from memstream.models.offline import OfflineChatModel
 from memstream.transcripts.context import JournalContext
 from memstream.transcripts.tool_call_view import MAX_PAGE_BYTES, ToolCallNotFound

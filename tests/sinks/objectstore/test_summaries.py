@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from memstream.config import S3Settings, Settings
+from core.config import S3Settings, Settings
 from memstream.embedded.process import free_port
 from memstream.journal.models import ThreadRef
 from memstream.summaries import SummaryUnavailable, summary_key

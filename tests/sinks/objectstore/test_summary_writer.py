@@ -11,7 +11,7 @@ import obstore
 import pytest
 from pydantic import SecretStr
 
-from memstream.config import S3Settings
+from core.config import S3Settings
 from memstream.embedded.process import free_port
 from memstream.journal.models import ThreadRef
 from memstream.summaries import (

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memstream.config import Settings
+from core.config import Settings
 from sinks.qdrant.base import CollectionRef
 from sinks.qdrant.edge import QdrantEdgeIndex
 from sinks.qdrant.factory import build_index

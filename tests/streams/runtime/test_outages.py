@@ -11,8 +11,8 @@ import redis.exceptions
 from confluent_kafka import KafkaError, KafkaException
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from memstream.errors import JournalFenced, JournalUnavailable
-from memstream.errors import error_chain as chain
+from core.errors import JournalFenced, JournalUnavailable
+from core.errors import error_chain as chain
 from memstream.summaries import SummaryUnavailable
 from processors.flush import FlushNotDelivered
 from processors.summarizer import SummarizerBusy

@@ -12,8 +12,8 @@ import asyncpg
 import httpx
 import pytest
 
+from core.config import Settings
 from memstream.api import build_api_deps, create_app
-from memstream.config import Settings
 from memstream.journal.store import SlateJournal
 from streams.runtime.options import RuntimeOptions
 from streams.runtime.processor import InvalidMessage, Processor, Record

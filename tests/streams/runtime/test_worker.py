@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.engines import Engines
 from processors.registry import ProcessorFactory
 from streams.runtime import (

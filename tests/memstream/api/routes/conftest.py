@@ -9,9 +9,9 @@ import asyncpg
 import httpx
 import pytest
 
+from core.config import Settings
 from memstream.api import ApiDeps, build_api_deps, create_app
 from memstream.api.deps import MemoryDeps
-from memstream.config import Settings
 from memstream.embeddings.offline import OfflineMiniLM
 from memstream.embeddings.sparse import Bm25Sparse
 from memstream.journal.store import SlateJournal

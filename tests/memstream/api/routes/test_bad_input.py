@@ -13,9 +13,9 @@ import asyncpg
 import httpx
 import pytest
 
+from core.config import Settings
 from memstream.api import build_api_deps, create_app
 from memstream.api.deps import MemoryDeps
-from memstream.config import Settings
 from memstream.journal.store import SlateJournal
 from memstream.models.offline import OfflineChatModel
 from memstream.transcripts.tools import JournalTools

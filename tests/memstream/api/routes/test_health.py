@@ -6,8 +6,8 @@ import uuid
 import asyncpg
 import httpx
 
+from core.config import S3Settings, Settings
 from memstream.api import build_api_deps, create_app
-from memstream.config import S3Settings, Settings
 from memstream.journal.store import SlateJournal
 
 

@@ -10,10 +10,10 @@ import asyncpg
 import httpx
 import pytest
 
+from core.config import Settings
 from memstream.api import ApiDeps, build_api_deps, create_app
 from memstream.api.deps import MemoryDeps
 from memstream.auth import issue_key
-from memstream.config import Settings
 from memstream.journal.store import SlateJournal
 from memstream.models.offline import OfflineChatModel
 from memstream.transcripts.tool_call_view import MAX_PAGE_BYTES

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from memstream.config import S3Settings, Settings, mask_url
+from core.config import S3Settings, Settings, mask_url
 
 
 @pytest.fixture(autouse=True)

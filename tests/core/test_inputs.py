@@ -1,4 +1,4 @@
-"""The shared input rules (`memstream.inputs`): text, JSON text and values, request bodies."""
+"""The shared input rules (`core.inputs`): text, JSON text and values, request bodies."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from memstream.errors import InvalidInput
-from memstream.inputs import (
+from core.errors import InvalidInput
+from core.inputs import (
     MAX_JSON_DEPTH,
     InvalidEncoding,
     InvalidText,

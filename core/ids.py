@@ -25,7 +25,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, WithJsonSchema
 
-from memstream.errors import InvalidInput
+from core.errors import InvalidInput
 
 
 def describe_char(char: str) -> str:

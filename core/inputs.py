@@ -24,7 +24,7 @@ import math
 import sys
 from typing import Any
 
-from memstream.errors import InvalidInput
+from core.errors import InvalidInput
 
 MAX_JSON_DEPTH = 64
 """Deepest nesting of arrays/objects accepted in a request body or in JSON text inside a field."""

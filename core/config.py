@@ -28,7 +28,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from memstream.ids import ENVIRONMENT
+from core.ids import ENVIRONMENT
 
 _TOPIC_PREFIX_RE = re.compile(r"[A-Za-z0-9._-]{1,100}")
 

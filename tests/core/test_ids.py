@@ -1,4 +1,4 @@
-"""The one id validator (`memstream.ids`): full matches only, and errors that say what is wrong."""
+"""The one id validator (`core.ids`): full matches only, and errors that say what is wrong."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ import asyncpg
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from memstream.auth import issue_key, revoke_key
-from memstream.config import Settings
-from memstream.errors import InvalidInput
-from memstream.ids import (
+from core.config import Settings
+from core.errors import InvalidInput
+from core.ids import (
     ENVIRONMENT,
     ID,
     ID_PATTERN,
@@ -21,6 +20,7 @@ from memstream.ids import (
     require_id,
     shown_id,
 )
+from memstream.auth import issue_key, revoke_key
 from memstream.journal import keys
 from sinks.clickhouse.schema import check_identifier
 from streams.topics import TOPIC_NAME_RE
