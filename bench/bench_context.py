@@ -30,12 +30,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from core.journal.models import NewMessage, ThreadRef
 from memstream.auth import Principal
 from memstream.context import ContextReader
 from memstream.embedded import services
 from memstream.embedded.process import ManagedProcess, free_port
-from memstream.journal.models import NewMessage, ThreadRef
-from memstream.journal.store import SlateJournal
 from memstream.pinned import MemoryScope, NoPinnedFacts
 from memstream.summaries import summary_key
 from memstream.threads import ThreadService
@@ -43,6 +42,7 @@ from sinks.objectstore.summaries import ObjectStoreSummaryReader, open_object_st
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
 from sinks.postgres.threads import PostgresThreadStore
+from sinks.slatedb.journal import SlateJournal
 
 ENV, ACCOUNT, AGENT = "bench", "bench-account", "bench-agent"
 CONTENT = (

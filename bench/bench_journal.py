@@ -25,8 +25,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from memstream.journal.models import NewMessage, ThreadRef
-from memstream.journal.store import SlateJournal
+from core.journal.models import NewMessage, ThreadRef
+from sinks.slatedb.journal import SlateJournal
 
 CONTENT = (
     "The quarterly report is attached; please check the revenue figures in section 3 and "

@@ -34,11 +34,11 @@ from figures import pct
 from topic_consumer import consumer_from_start
 
 from core.config import Settings
+from core.journal.models import NewMessage, ThreadRef
 from memstream.embedded import services
 from memstream.embedded.process import free_port
-from memstream.journal.models import NewMessage, ThreadRef
-from memstream.journal.store import SlateJournal
 from memstream.relay import Relay
+from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.events import MESSAGE_ID_HEADER, header
 from streams.topics import load_topics

@@ -45,15 +45,15 @@ from pydantic import SecretStr
 from server_group import server_group
 
 from core.config import Settings
+from core.journal.models import NewMessage, ThreadRef
 from memstream.embedded import services
 from memstream.embedded.bootstrap import create_key
 from memstream.embedded.process import ManagedProcess, free_port
 from memstream.embedded.supervisor import http_ok
-from memstream.journal.models import NewMessage, ThreadRef
-from memstream.journal.store import SlateJournal
 from memstream.relay import JOURNAL_TOPIC
 from processors.registry import consumers_of
 from sinks.postgres.progress import PostgresProgress
+from sinks.slatedb.journal import SlateJournal
 from streams.runtime.processor import group_id
 
 PER_THREAD = 40

@@ -84,9 +84,9 @@ from pydantic import SecretStr
 from transcript_corpus import Corpus
 
 from core.config import Settings
+from core.journal.models import Message, ToolCall
 from memstream.embedded import services
 from memstream.embedded.process import free_port
-from memstream.journal.models import Message, ToolCall
 from processors.clickhouse_projection import NAME as PROCESSOR
 from processors.clickhouse_projection import ClickHouseProjection
 from sinks.clickhouse.base import TranscriptRow, TranscriptScope

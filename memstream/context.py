@@ -34,10 +34,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.journal.models import Message
+from core.journal.tokens import count_tokens
+from core.stores.journal import Journal
 from memstream.auth import Principal
-from memstream.journal.base import Journal
-from memstream.journal.models import Message
-from memstream.journal.tokens import count_tokens
 from memstream.pinned import MemoryScope, PinnedFact, PinnedFactsProvider, render_pinned
 from memstream.summaries import Summary, SummaryReader
 from memstream.threads import ThreadService, journal_call

@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncpg
 
 from core.config import Settings
+from core.stores.journal import Journal
 from memstream.embeddings.base import Embedder
 from memstream.embeddings.factory import build_embedder
 from memstream.embeddings.sparse import Bm25Sparse
-from memstream.journal.base import Journal
 from memstream.models.base import ChatModel
 from memstream.models.factory import build_chat_model
 from sinks.clickhouse.base import TranscriptStore

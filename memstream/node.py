@@ -29,16 +29,15 @@ import uvicorn
 
 from core.config import Settings
 from core.errors import JournalFenced
+from core.journal.models import Message, NewMessage, ThreadRef
+from core.stores.journal import Journal
 from memstream import exit_codes
 from memstream.api.access_log import log_config
 from memstream.api.app import create_app
 from memstream.api.deps import MemoryDeps, build_api_deps
 from memstream.api.routes.admin import AdminDeps, Rebuilder, admin_router
 from memstream.engines import Engines
-from memstream.journal.base import Journal
-from memstream.journal.fencing import watch_fence
-from memstream.journal.models import Message, NewMessage, ThreadRef
-from memstream.journal.store import SlateJournal
+from memstream.fencing import watch_fence
 from memstream.memory.clock import utc_now
 from memstream.memory.hygiene import run_daily
 from memstream.memory.outbox import EntriesOutboxRelay
@@ -65,6 +64,7 @@ from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
 from sinks.postgres.progress import PostgresProgress
 from sinks.redis.summary_cache import RedisSummaryCache
+from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.runtime.processor import group_id
 from streams.runtime.supervisor import ProcessorSupervisor

@@ -50,8 +50,8 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from core.config import Settings
 from core.errors import JournalFenced, MemstreamError
-from memstream.journal.base import Journal
-from memstream.journal.models import Message
+from core.journal.models import Message
+from core.stores.journal import Journal
 from streams.events import encode_message
 from streams.producer import (
     DeliveryAborted,

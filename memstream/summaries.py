@@ -26,7 +26,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.errors import Conflict, MemstreamError
-from memstream.journal.models import ThreadRef
+from core.journal.models import ThreadRef
 
 
 class SummaryUnavailable(MemstreamError):

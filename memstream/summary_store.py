@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 
-from memstream.journal.models import ThreadRef
+from core.journal.models import ThreadRef
 from memstream.summaries import Summary, SummaryCache, SummaryReader, SummaryStore, SummaryVersionFloor
 
 log = logging.getLogger("memstream.summary_store")

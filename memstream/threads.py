@@ -30,9 +30,9 @@ from pydantic import BaseModel, ConfigDict
 from core.errors import Conflict, InvalidInput, JournalUnavailable, MemstreamError, NotFound
 from core.ids import require_id
 from core.inputs import check_json_value
+from core.journal.models import Message, NewMessage, ThreadRef
+from core.stores.journal import Journal
 from memstream.auth import Principal
-from memstream.journal.base import Journal
-from memstream.journal.models import Message, NewMessage, ThreadRef
 
 MAX_WINDOW_MESSAGES = 20
 MAX_METADATA_BYTES = 64 * 1024

@@ -57,7 +57,7 @@ import asyncpg
 
 from core.config import Settings
 from core.errors import JournalFenced
-from memstream.journal.base import Journal
+from core.stores.journal import Journal
 from memstream.memory.outbox import ENTRIES_TOPIC, EntriesOutboxRelay
 from memstream.relay import JOURNAL_TOPIC, Relay
 from streams.admin import TopicAdminError, apply_topics

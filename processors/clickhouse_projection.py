@@ -24,8 +24,8 @@ import logging
 from collections.abc import Sequence
 
 from core.config import Settings
+from core.journal.models import Message
 from memstream.engines import Engines
-from memstream.journal.models import Message
 from sinks.clickhouse.base import TranscriptRow, TranscriptStore, TranscriptUnavailable
 from sinks.clickhouse.factory import build_transcript_store
 from streams.events import InvalidEvent, decode_message

@@ -50,9 +50,9 @@ import asyncpg
 
 from core.config import Settings
 from core.errors import InvalidInput
+from core.journal.models import Message, ThreadRef
+from core.stores.journal import Journal
 from memstream.engines import Engines
-from memstream.journal.base import Journal
-from memstream.journal.models import Message, ThreadRef
 from memstream.memory.agents import AgentRef, AgentService
 from memstream.memory.models import Provenance
 from memstream.memory.service import MemoryService

@@ -53,9 +53,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.config import Settings
 from core.errors import JournalUnavailable, MemstreamError
+from core.journal.models import Id, Message, ThreadRef
+from core.stores.journal import Journal
 from memstream.engines import Engines
-from memstream.journal.base import Journal
-from memstream.journal.models import Id, Message, ThreadRef
 from memstream.models.base import ChatModel, ModelError, ModelRequestRejected, ModelUnsupported
 from memstream.summaries import (
     Summary,

@@ -47,9 +47,9 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from core.config import Settings
+from core.journal.models import Message, ThreadRef
+from core.stores.journal import Journal
 from memstream.engines import Engines
-from memstream.journal.base import Journal
-from memstream.journal.models import Message, ThreadRef
 from memstream.summaries import SummaryWriter
 from sinks.postgres.compactions import PostgresCompactions
 from sinks.redis.thresholds import DEFAULT_NAMESPACE, Outcome, ThreadScope, ThresholdStore

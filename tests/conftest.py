@@ -39,10 +39,10 @@ from memstream.embedded import services
 from memstream.embedded.process import ManagedProcess, free_port
 from memstream.embeddings.offline import OfflineMiniLM
 from memstream.embeddings.sparse import Bm25Sparse
-from memstream.journal.store import SlateJournal
 from sinks.clickhouse.store import ClickHouseTranscriptStore
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
+from sinks.slatedb.journal import SlateJournal
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))

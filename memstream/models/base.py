@@ -22,7 +22,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import MemstreamError
-from memstream.journal.models import Id, Message
+from core.journal.models import Id, Message
 from memstream.memory.models import Category
 from memstream.summaries import Summary
 

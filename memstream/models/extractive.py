@@ -31,8 +31,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memstream.journal.models import Message
-from memstream.journal.tokens import count_tokens
+from core.journal.models import Message
+from core.journal.tokens import count_tokens
 from memstream.models.text import split_sentences, truncate_to_tokens
 
 OFFLINE_SUMMARY_VERSION = "offline-extractive-1"

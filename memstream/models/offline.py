@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memstream.journal.models import Message
-from memstream.journal.tokens import count_tokens
+from core.journal.models import Message
+from core.journal.tokens import count_tokens
 from memstream.models.base import ChatMessage, Completion, FactsDraft, ModelUnsupported, SummaryDraft, Usage
 from memstream.models.extractive import OFFLINE_SUMMARY_VERSION, extractive_summary
 from memstream.models.rules import extract_user_facts

@@ -32,8 +32,8 @@ from typing import Any
 import openai
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from memstream.journal.models import Message
-from memstream.journal.tokens import count_tokens
+from core.journal.models import Message
+from core.journal.tokens import count_tokens
 from memstream.models.base import (
     MAX_FACTS,
     ChatMessage,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memstream.journal.models import Message
+from core.journal.models import Message
 from memstream.memory.models import CATEGORIES
 from memstream.models.base import ChatMessage
 from memstream.summaries import Summary

@@ -33,7 +33,7 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from memstream.journal.models import Message
+from core.journal.models import Message
 from memstream.models.base import ExtractedFact
 from memstream.models.text import split_sentences
 

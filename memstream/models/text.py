@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from memstream.journal.tokens import count_tokens
+from core.journal.tokens import count_tokens
 
 _SENTENCE_END = re.compile(r"(?<=[.!?…])[\"'”\u2019)\]]*\s+(?=[\"'“\u2018(\[]?[A-Z0-9À-Þ])")
 _SPACES = re.compile(r"[ \t\f\v]+")

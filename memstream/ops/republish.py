@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 
 from core.errors import InvalidInput, MemstreamError
-from memstream.journal.base import Journal
+from core.stores.journal import Journal
 from memstream.ops.progress import Progress, ProgressCallback, no_progress
 from memstream.relay import Relay
 

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from core.ids import ID, shown_id
-from memstream.journal.base import Journal
-from memstream.journal.models import ThreadRef
+from core.journal.models import ThreadRef
+from core.stores.journal import Journal
 from memstream.ops.progress import Progress, ProgressCallback, no_progress
 from memstream.relay import Relay
 from sinks.clickhouse.base import ThreadCount, TranscriptStore

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memstream.journal.models import Message
-from memstream.journal.tokens import count_tokens
+from core.journal.models import Message
+from core.journal.tokens import count_tokens
 from memstream.models.base import ChatModel, ModelOutputInvalid, ModelUnsupported
 from memstream.models.extractive import LABELS
 from memstream.models.prompts import SEARCH_SUMMARY_PROMPT_VERSION, search_summary_request

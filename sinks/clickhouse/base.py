@@ -29,7 +29,7 @@ ToolCallPart = Literal["arguments", "result"]
 
 @dataclass(frozen=True)
 class TranscriptRow:
-    """One journal message as projected (`memstream.journal.models.Message`, flattened)."""
+    """One journal message as projected (`core.journal.models.Message`, flattened)."""
 
     environment: str
     account_id: str

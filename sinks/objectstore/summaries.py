@@ -63,7 +63,7 @@ from obstore.exceptions import AlreadyExistsError
 from obstore.store import LocalStore, S3Store
 
 from core.config import S3Settings, Settings
-from memstream.journal.models import ThreadRef
+from core.journal.models import ThreadRef
 from memstream.summaries import (
     Summary,
     SummaryUnavailable,

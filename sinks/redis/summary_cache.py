@@ -29,7 +29,7 @@ from collections.abc import Callable
 from redis.asyncio import Redis
 
 from core.config import Settings
-from memstream.journal.models import ThreadRef
+from core.journal.models import ThreadRef
 from memstream.summaries import Summary
 from sinks.redis.client import redis_client
 

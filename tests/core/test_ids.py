@@ -21,8 +21,8 @@ from core.ids import (
     shown_id,
 )
 from memstream.auth import issue_key, revoke_key
-from memstream.journal import keys
 from sinks.clickhouse.schema import check_identifier
+from sinks.slatedb import keys
 from streams.topics import TOPIC_NAME_RE
 
 VALID = ["t1", "a", "A.b_c:d@e-f", "9" * 128, "conv-2026-001", "user@example.com"]

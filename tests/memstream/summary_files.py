@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from memstream.journal.tokens import count_tokens
+from core.journal.tokens import count_tokens
 from memstream.summaries import summary_key
 
 

@@ -6,11 +6,10 @@ import asyncpg
 import pytest
 
 from core.errors import JournalFenced, JournalUnavailable, NotFound
+from core.journal.models import Message, NewMessage, ToolCall
+from core.journal.tokens import count_tokens
 from memstream.auth import Principal
 from memstream.context import SUMMARY_PREFIX, ContextReader, drop_orphan_tool_results, to_context_message
-from memstream.journal.models import Message, NewMessage, ToolCall
-from memstream.journal.store import SlateJournal
-from memstream.journal.tokens import count_tokens
 from memstream.pinned import (
     PINNED_CLOSE,
     PINNED_DISCLAIMER,
@@ -24,6 +23,7 @@ from memstream.summaries import SummaryUnavailable, summary_key
 from memstream.threads import ThreadService
 from sinks.objectstore.summaries import ObjectStoreSummaryReader, open_object_store
 from sinks.postgres.threads import PostgresThreadStore
+from sinks.slatedb.journal import SlateJournal
 
 from .summary_files import write_summary
 

@@ -21,9 +21,9 @@ import pytest
 from click.testing import CliRunner
 
 from core.config import Settings
+from core.journal.models import NewMessage, ThreadRef
 from memstream.cli import main
-from memstream.journal.models import NewMessage, ThreadRef
-from memstream.journal.store import SlateJournal
+from sinks.slatedb.journal import SlateJournal
 from tests.memstream.node_process import RunningNode, running_node
 from tests.memstream.own_broker import OwnBroker, own_broker
 from tests.memstream.relay_support import journal_seqs

@@ -16,11 +16,11 @@ import pytest
 from confluent_kafka import Message as KafkaMessage
 
 from core.config import Settings
+from core.journal.models import Message, NewMessage, ThreadRef
 from memstream.embedded import services
 from memstream.embedded.process import free_port
-from memstream.journal.models import Message, NewMessage, ThreadRef
-from memstream.journal.store import SlateJournal
 from memstream.relay import Relay, RelayDeliveryError, RelayLag
+from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.events import MESSAGE_ID_HEADER, decode_message, header
 from streams.topics import load_topics

@@ -14,10 +14,10 @@ import pytest
 from confluent_kafka import Message as KafkaMessage
 
 from core.config import Settings
-from memstream.journal.models import Message, NewMessage, ThreadRef
-from memstream.journal.store import SlateJournal
+from core.journal.models import Message, NewMessage, ThreadRef
 from memstream.relay import Relay
 from sinks.postgres.progress import PostgresProgress
+from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.events import decode_message
 from streams.sequencing import PartitionBounds, Stamp, partition_for, stamp_of

@@ -13,18 +13,18 @@ import pytest
 from pydantic import SecretStr
 
 from core.config import Settings
+from core.journal.models import NewMessage
 from memstream.api import build_api_deps
 from memstream.auth import Principal
 from memstream.context import SUMMARY_PREFIX
 from memstream.embedded.process import free_port
-from memstream.journal.models import NewMessage
-from memstream.journal.store import SlateJournal
 from memstream.summaries import SummaryVersionConflict, summary_version_key
 from memstream.summary_store import CachedSummaryReader, CachedSummaryWriter, MonotonicSummaryStore
 from sinks.objectstore.summaries import ObjectStoreSummaryWriter, open_object_store
 from sinks.postgres.compactions import PostgresSummaryVersions
 from sinks.redis.client import redis_client
 from sinks.redis.summary_cache import RedisSummaryCache
+from sinks.slatedb.journal import SlateJournal
 from tests.summary_builders import THREAD, make
 
 

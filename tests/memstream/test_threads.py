@@ -7,9 +7,8 @@ import asyncpg
 import pytest
 
 from core.errors import Conflict, InvalidInput, JournalUnavailable, NotFound
+from core.journal.models import NewMessage
 from memstream.auth import Principal
-from memstream.journal.models import NewMessage
-from memstream.journal.store import SlateJournal
 from memstream.threads import (
     MAX_METADATA_BYTES,
     WINDOW_FIELD,
@@ -19,6 +18,7 @@ from memstream.threads import (
     validate_metadata,
 )
 from sinks.postgres.threads import PostgresThreadStore
+from sinks.slatedb.journal import SlateJournal
 
 ACME = Principal(account_id="acme", environment="test", key_id="key_a")
 GLOBEX = Principal(account_id="globex", environment="test", key_id="key_g")

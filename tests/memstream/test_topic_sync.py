@@ -21,10 +21,9 @@ import asyncpg
 import pytest
 
 from core.config import Settings
+from core.journal.models import NewMessage, ThreadRef
 from memstream.embeddings.offline import OfflineMiniLM
 from memstream.embeddings.sparse import Bm25Sparse
-from memstream.journal.models import NewMessage, ThreadRef
-from memstream.journal.store import SlateJournal
 from memstream.memory.outbox import AppliedOutbox, EntriesOutboxRelay
 from memstream.memory.service import MemoryService
 from memstream.relay import Relay
@@ -35,6 +34,7 @@ from sinks.clickhouse.store import ClickHouseTranscriptStore
 from sinks.postgres.progress import PostgresProgress
 from sinks.qdrant.base import CollectionRef
 from sinks.qdrant.edge import QdrantEdgeIndex
+from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.identity import fingerprint
 from streams.runtime import RuntimeOptions

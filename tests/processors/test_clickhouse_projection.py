@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from memstream.journal.models import ToolCall
+from core.journal.models import ToolCall
 from processors.clickhouse_projection import (
     NAME,
     ClickHouseProjection,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from core.config import Settings
-from memstream.journal.models import Message, ToolCall
+from core.journal.models import Message, ToolCall
 from processors.clickhouse_projection import NAME, ClickHouseProjection
 from sinks.clickhouse.base import TranscriptRow, TranscriptScope, TranscriptUnavailable
 from sinks.clickhouse.store import ClickHouseTranscriptStore

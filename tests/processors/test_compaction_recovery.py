@@ -16,8 +16,7 @@ import asyncpg
 import pytest
 
 from core.config import Settings
-from memstream.journal.models import Message
-from memstream.journal.store import SlateJournal
+from core.journal.models import Message
 from memstream.models.offline import OfflineChatModel
 from memstream.summary_store import CachedSummaryWriter, MonotonicSummaryStore
 from processors.compaction_recovery import CompactionRecovery, requests_lost
@@ -28,6 +27,7 @@ from sinks.postgres.compactions import PostgresCompactions, PostgresSummaryVersi
 from sinks.redis.locks import RedisLocks
 from sinks.redis.summary_cache import RedisSummaryCache
 from sinks.redis.thresholds import ThreadScope, ThresholdStore
+from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.runtime.processor import Record
 from streams.topics import default_registry

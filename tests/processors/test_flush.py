@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from core.errors import InvalidInput
-from memstream.journal.models import Message
+from core.journal.models import Message
 from memstream.models.base import ExtractedFact
 from processors.flush import SOURCE_TOPIC, FlushResult, decode, fact_owner, flushed_payload
 from streams.runtime.processor import InvalidMessage, Record

@@ -13,8 +13,7 @@ import asyncpg
 import pytest
 
 from core.config import Settings
-from memstream.journal.models import Message, NewMessage, ThreadRef
-from memstream.journal.store import SlateJournal
+from core.journal.models import Message, NewMessage, ThreadRef
 from memstream.memory.agents import AgentRef, AgentService
 from memstream.memory.models import MemoryEntry
 from memstream.memory.pinning import MemoryPinnedFacts
@@ -28,6 +27,7 @@ from memstream.pinned import MemoryScope
 from processors.flush import NAME, OUTPUT_TOPIC, SOURCE_TOPIC, Flush, NeedsNode, create
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
+from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.runtime.processor import InvalidMessage, Processor, Record
 from streams.topics import default_registry

@@ -17,8 +17,7 @@ from pydantic import SecretStr
 from redis.asyncio import Redis
 
 from core.config import Settings
-from memstream.journal.models import Message, NewMessage, Role, ThreadRef
-from memstream.journal.store import SlateJournal
+from core.journal.models import Message, NewMessage, Role, ThreadRef
 from memstream.models.base import ChatModel, ModelUnavailable, SummaryDraft
 from memstream.models.offline import OfflineChatModel
 from memstream.summaries import Summary, summarization_lock_name, summary_version_key
@@ -40,6 +39,7 @@ from sinks.redis.client import redis_client
 from sinks.redis.locks import RedisLocks
 from sinks.redis.summary_cache import RedisSummaryCache
 from sinks.redis.thresholds import ThreadScope, ThresholdStore
+from sinks.slatedb.journal import SlateJournal
 from streams.runtime.processor import InvalidMessage, Record
 from tests.processors.threshold_support import threshold_store
 

@@ -12,8 +12,7 @@ import asyncpg
 import pytest
 
 from core.config import Settings
-from memstream.journal.models import NewMessage, ThreadRef
-from memstream.journal.store import SlateJournal
+from core.journal.models import NewMessage, ThreadRef
 from memstream.models.offline import OfflineChatModel
 from memstream.summary_store import CachedSummaryWriter
 from processors.summarizer import NAME, SOURCE_TOPIC, Summarizer
@@ -23,6 +22,7 @@ from sinks.redis.client import redis_client
 from sinks.redis.locks import RedisLocks
 from sinks.redis.summary_cache import RedisSummaryCache
 from sinks.redis.thresholds import ThreadScope, ThresholdStore
+from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.runtime import RuntimeOptions
 from streams.topics import TopicRegistry, default_registry

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from memstream.journal.models import Message
+from core.journal.models import Message
 from processors.thresholds import (
     MESSAGE_LIMIT,
     OUTPUT_TOPIC,

@@ -14,8 +14,7 @@ import asyncpg
 import pytest
 
 from core.config import Settings
-from memstream.journal.models import Message, NewMessage, Role, ThreadRef
-from memstream.journal.store import SlateJournal
+from core.journal.models import Message, NewMessage, Role, ThreadRef
 from memstream.summaries import Summary
 from processors.thresholds import NAME, OUTPUT_TOPIC, Counters, Thresholds, advance, create
 from sinks.objectstore.summaries import ObjectStoreSummaryWriter
@@ -23,6 +22,7 @@ from sinks.postgres.compactions import PostgresCompactions
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
 from sinks.redis.thresholds import ThreadScope, ThresholdStore
+from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.events import encode_message
 from streams.runtime import RuntimeOptions

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from core.config import Settings
-from memstream.journal.models import Message, NewMessage, ToolCall
+from core.journal.models import Message, NewMessage, ToolCall
 from streams.events import encode_message
 from streams.topics import (
     DEFAULT_TOPICS_PATH,

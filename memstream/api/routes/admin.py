@@ -42,7 +42,7 @@ from pydantic import BaseModel, Field
 
 from core.config import Settings
 from core.errors import Conflict, MemstreamError, NotFound, Unauthorized
-from memstream.journal.base import Journal
+from core.stores.journal import Journal
 from memstream.ops.progress import Progress, ProgressCallback
 from memstream.ops.replay import GroupOffsets, PartitionLag, total_lag
 from memstream.ops.replay_from import parse_replay_from

@@ -13,6 +13,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Query
 
 from core.errors import Conflict
+from core.journal.models import ID_PATTERN, Id
 from memstream.api.deps import ApiDeps, MemoryDeps
 from memstream.api.errors import error_responses
 from memstream.api.schemas import (
@@ -24,7 +25,6 @@ from memstream.api.schemas import (
 )
 from memstream.api.security import principal_dependency
 from memstream.auth import Principal
-from memstream.journal.models import ID_PATTERN, Id
 from memstream.memory.agents import AgentRef, AgentService
 from memstream.memory.models import MEMORY_CAPABILITY
 from memstream.memory.tools import (

@@ -15,7 +15,7 @@ from pydantic import SecretStr
 from core.config import Settings
 from memstream.api import ApiDeps, build_api_deps, create_app
 from memstream.auth import issue_key
-from memstream.journal.store import SlateJournal
+from sinks.slatedb.journal import SlateJournal
 
 
 @pytest.fixture

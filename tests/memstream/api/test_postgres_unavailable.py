@@ -16,9 +16,9 @@ from pydantic import SecretStr
 from core.config import Settings
 from memstream.api import build_api_deps, create_app
 from memstream.auth import issue_key
-from memstream.journal.store import SlateJournal
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
+from sinks.slatedb.journal import SlateJournal
 from tests.private_postgres import PrivatePostgres, private_postgres
 
 

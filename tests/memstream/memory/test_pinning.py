@@ -7,10 +7,9 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from core.journal.models import NewMessage
 from memstream.auth import Principal
 from memstream.context import SUMMARY_PREFIX, ContextReader
-from memstream.journal.models import NewMessage
-from memstream.journal.store import SlateJournal
 from memstream.memory.models import MemoryEntry
 from memstream.memory.pinning import MemoryPinnedFacts, select_pinned
 from memstream.memory.service import MemoryService, ProfileWithoutUser
@@ -18,6 +17,7 @@ from memstream.pinned import PINNED_CLOSE, PINNED_DISCLAIMER, PINNED_OPEN
 from memstream.threads import ThreadService
 from sinks.objectstore.summaries import ObjectStoreSummaryReader, open_object_store
 from sinks.postgres.threads import PostgresThreadStore
+from sinks.slatedb.journal import SlateJournal
 
 from ..summary_files import write_summary
 from .helpers import START, FakeClock, legacy_shared_profile, scope

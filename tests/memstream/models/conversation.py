@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from memstream.journal.models import Message, Role, ToolCall
-from memstream.journal.tokens import count_tokens
+from core.journal.models import Message, Role, ToolCall
+from core.journal.tokens import count_tokens
 from memstream.summaries import Summary
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memstream.journal.models import Message, Role
-from memstream.journal.tokens import count_tokens
+from core.journal.models import Message, Role
+from core.journal.tokens import count_tokens
 from memstream.models.extractive import extractive_summary
 from memstream.models.text import split_sentences
 from tests.memstream.models.conversation import conversation
@@ -119,7 +119,7 @@ def test_it_is_deterministic() -> None:
 
 
 def test_code_tools_system_and_reasoning_are_left_out() -> None:
-    from memstream.journal.models import ToolCall
+    from core.journal.models import ToolCall
     from tests.memstream.models.conversation import message
 
     messages = [

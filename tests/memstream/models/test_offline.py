@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memstream.journal.tokens import count_tokens
+from core.journal.tokens import count_tokens
 from memstream.models.base import ChatMessage, ChatModel, ModelError, ModelUnsupported
 from memstream.models.extractive import OFFLINE_SUMMARY_VERSION
 from memstream.models.offline import OFFLINE_FACTS_VERSION, OfflineChatModel

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from memstream.journal.tokens import count_tokens
+from core.journal.tokens import count_tokens
 from memstream.models.base import ChatMessage, ModelOutputInvalid, ModelRequestRejected, ModelUnavailable
 from memstream.models.openai_chat import OpenAIChatModel, backoff_delay
 from memstream.models.prompts import FACTS_JSON_SCHEMA, FACTS_PROMPT_VERSION, SUMMARY_PROMPT_VERSION

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from memstream.journal.models import ToolCall
+from core.journal.models import ToolCall
 from memstream.models import prompts
 from memstream.models.prompts import (
     FACTS_PROMPT_VERSION,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memstream.journal.tokens import count_tokens
+from core.journal.tokens import count_tokens
 from memstream.models.text import fit_to_budget, truncate_to_tokens
 
 

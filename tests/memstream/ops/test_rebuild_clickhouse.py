@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 
 from core.config import Settings
+from core.journal.models import NewMessage, ThreadRef, ToolCall
 from memstream.engines import Engines
-from memstream.journal.models import NewMessage, ThreadRef, ToolCall
-from memstream.journal.store import SlateJournal
 from memstream.ops.progress import Progress
 from memstream.ops.rebuild import RebuildFailed, rebuild_clickhouse
 from memstream.relay import DEFAULT_CURSOR, JOURNAL_TOPIC, Relay
 from processors import clickhouse_projection
 from sinks.clickhouse.base import TranscriptStore
 from sinks.clickhouse.schema import COLUMNS
+from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.runtime.processor import Record
 from streams.topics import load_topics

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memstream.journal.models import Message
+from core.journal.models import Message
 from memstream.models.base import (
     ChatMessage,
     Completion,

@@ -9,8 +9,8 @@ import pytest
 from pydantic import SecretStr
 
 from core.config import S3Settings, Settings
+from core.journal.models import ThreadRef
 from memstream.embedded.process import free_port
-from memstream.journal.models import ThreadRef
 from memstream.summaries import SummaryUnavailable, summary_key
 from sinks.objectstore.summaries import ObjectStoreSummaryReader, open_object_store
 

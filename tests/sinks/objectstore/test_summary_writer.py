@@ -12,8 +12,8 @@ import pytest
 from pydantic import SecretStr
 
 from core.config import S3Settings
+from core.journal.models import ThreadRef
 from memstream.embedded.process import free_port
-from memstream.journal.models import ThreadRef
 from memstream.summaries import (
     Summary,
     SummaryVersionConflict,

@@ -8,7 +8,7 @@ from typing import Any
 
 import asyncpg
 
-from memstream.journal.models import ThreadRef
+from core.journal.models import ThreadRef
 from sinks.postgres.compactions import OpenCompaction, PostgresCompactions, PostgresSummaryVersions
 from sinks.redis.thresholds import ThreadScope
 

@@ -14,7 +14,7 @@ import pytest
 
 from core.config import Settings
 from memstream.api import build_api_deps, create_app
-from memstream.journal.store import SlateJournal
+from sinks.slatedb.journal import SlateJournal
 from streams.runtime.options import RuntimeOptions
 from streams.runtime.processor import InvalidMessage, Processor, Record
 from streams.runtime.supervisor import ProcessorSupervisor

@@ -14,8 +14,8 @@ from memstream.api import ApiDeps, build_api_deps, create_app
 from memstream.api.deps import MemoryDeps
 from memstream.embeddings.offline import OfflineMiniLM
 from memstream.embeddings.sparse import Bm25Sparse
-from memstream.journal.store import SlateJournal
 from sinks.qdrant.edge import QdrantEdgeIndex
+from sinks.slatedb.journal import SlateJournal
 
 
 @pytest.fixture

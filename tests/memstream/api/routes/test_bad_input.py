@@ -16,10 +16,10 @@ import pytest
 from core.config import Settings
 from memstream.api import build_api_deps, create_app
 from memstream.api.deps import MemoryDeps
-from memstream.journal.store import SlateJournal
 from memstream.models.offline import OfflineChatModel
 from memstream.transcripts.tools import JournalTools
 from sinks.clickhouse.store import ClickHouseTranscriptStore
+from sinks.slatedb.journal import SlateJournal
 
 from ..conftest import Keys
 

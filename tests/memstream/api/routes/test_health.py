@@ -8,7 +8,7 @@ import httpx
 
 from core.config import S3Settings, Settings
 from memstream.api import build_api_deps, create_app
-from memstream.journal.store import SlateJournal
+from sinks.slatedb.journal import SlateJournal
 
 
 async def test_healthz(client: httpx.AsyncClient) -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from core.errors import InvalidInput
-from memstream.journal import keys
+from sinks.slatedb import keys
 
 from .helpers import thread
 

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 
 from core.errors import JournalFenced, MemstreamError
-from memstream.journal.base import Journal
+from core.stores.journal import Journal
 
 FENCE_CHECK_INTERVAL_S = 0.5
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memstream.journal.models import NewMessage, ThreadRef, ToolCall
+from core.journal.models import NewMessage, ThreadRef, ToolCall
 
 
 def thread(thread_id: str = "t1", account_id: str = "acc1", environment: str = "test") -> ThreadRef:

@@ -10,9 +10,9 @@ import pytest
 from pydantic import ValidationError
 from slatedb.uniffi import WriteBatch
 
-from memstream.journal import keys
-from memstream.journal.models import Message, NewMessage, ToolCall
-from memstream.journal.store import SlateJournal
+from core.journal.models import Message, NewMessage, ToolCall
+from sinks.slatedb import keys
+from sinks.slatedb.journal import SlateJournal
 
 from .helpers import thread, user
 

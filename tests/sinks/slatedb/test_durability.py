@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from core.errors import JournalFenced, JournalUnavailable
-from memstream.journal.models import Message
-from memstream.journal.store import SlateJournal
+from core.journal.models import Message
+from sinks.slatedb.journal import SlateJournal
 
 from .helpers import thread, user
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from memstream.journal.models import Message, NewMessage, ThreadRef
+from core.journal.models import Message, NewMessage, ThreadRef
 
 
 class Journal(Protocol):

@@ -9,8 +9,8 @@ import pytest
 
 from core.config import S3Settings
 from core.errors import JournalFenced
-from memstream.journal.objectstore import build_object_store
-from memstream.journal.store import SlateJournal
+from sinks.slatedb.journal import SlateJournal
+from sinks.slatedb.objectstore import build_object_store
 
 from .helpers import thread, user
 

@@ -5,9 +5,9 @@ from concurrent.futures import ThreadPoolExecutor
 import bpe_openai
 import pytest
 
-from memstream.journal import tokens
-from memstream.journal.models import NewMessage, ToolCall
-from memstream.journal.tokens import count_tokens, message_token_count
+from core.journal import tokens
+from core.journal.models import NewMessage, ToolCall
+from core.journal.tokens import count_tokens, message_token_count
 
 SAMPLES = [
     "",

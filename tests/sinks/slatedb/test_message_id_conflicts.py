@@ -9,8 +9,8 @@ import asyncio
 import pytest
 
 from core.errors import Conflict
-from memstream.journal.models import NewMessage, ToolCall
-from memstream.journal.store import SlateJournal
+from core.journal.models import NewMessage, ToolCall
+from sinks.slatedb.journal import SlateJournal
 
 from .helpers import thread, user
 

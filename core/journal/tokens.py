@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from typing import Protocol
 
-from memstream.journal.models import Message, NewMessage
+from core.journal.models import Message, NewMessage
 
 ENCODING_NAME = "o200k_base"
 

@@ -27,7 +27,7 @@ Note: `scan_prefix` sub-ranges are relative to the prefix: use the `*_suffix` he
 from __future__ import annotations
 
 from core.ids import ENVIRONMENT, ID
-from memstream.journal.models import ThreadRef
+from core.journal.models import ThreadRef
 
 MESSAGE_ROOT = b"m/"
 SEQ_PREFIX = b"s/"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memstream.journal.store import SlateJournal
+from sinks.slatedb.journal import SlateJournal
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from slatedb.uniffi import DbBuilder
 
-from memstream.journal.objectstore import build_object_store
-from memstream.journal.store import SlateJournal, _fast_write
+from sinks.slatedb.journal import SlateJournal, _fast_write
+from sinks.slatedb.objectstore import build_object_store
 
 
 async def test_arbitrary_bytes_round_trip_through_the_patched_binding(

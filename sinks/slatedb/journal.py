@@ -1,4 +1,4 @@
-"""`SlateJournal`: the durable journal on SlateDB (implements `memstream.journal.base.Journal`).
+"""`SlateJournal`: the durable journal on SlateDB (implements `core.stores.journal.Journal`).
 
 Write path (group commit). `append` validates its messages and counts their tokens in the
 caller's task, then queues them and waits. One writer task takes everything pending (up to
@@ -53,10 +53,10 @@ from slatedb.uniffi import Error as SlateError
 
 from core.config import S3Settings
 from core.errors import Conflict, InvalidInput, JournalFenced, JournalUnavailable, MemstreamError
-from memstream.journal import keys
-from memstream.journal.models import Message, NewMessage, ThreadRef
-from memstream.journal.objectstore import build_object_store
-from memstream.journal.tokens import count_tokens, message_text_size, message_token_count
+from core.journal.models import Message, NewMessage, ThreadRef
+from core.journal.tokens import count_tokens, message_text_size, message_token_count
+from sinks.slatedb import keys
+from sinks.slatedb.objectstore import build_object_store
 
 MAX_MESSAGES_PER_APPEND = 1000
 MAX_GROUP_MESSAGES = 10_000
@@ -227,7 +227,7 @@ class SlateJournal:
     async def append(
         self, thread: ThreadRef, agent_id: str, user_id: str | None, messages: Sequence[NewMessage]
     ) -> list[Message]:
-        """Append durably (see `memstream.journal.base`): returns when the messages are durable.
+        """Append durably (see `core.stores.journal`): returns when the messages are durable.
 
         Raises InvalidInput (nothing written), Conflict (a message_id reused with other content;
         nothing of this call written), JournalFenced, JournalUnavailable.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.errors import InvalidInput
-from memstream.journal.store import SlateJournal
+from sinks.slatedb.journal import SlateJournal
 
 from .helpers import thread, user
 

@@ -9,10 +9,10 @@ import pytest
 from pydantic import ValidationError
 
 from core.errors import Conflict, InvalidInput, JournalUnavailable
-from memstream.journal.base import Journal
-from memstream.journal.models import Message, NewMessage, ToolCall
-from memstream.journal.store import SlateJournal
-from memstream.journal.tokens import count_tokens
+from core.journal.models import Message, NewMessage, ToolCall
+from core.journal.tokens import count_tokens
+from core.stores.journal import Journal
+from sinks.slatedb.journal import SlateJournal
 
 from .helpers import thread, tool_call_pair, user
 
