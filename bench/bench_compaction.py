@@ -52,6 +52,7 @@ from figures import load_note, pct
 from pydantic import SecretStr
 from server_group import server_group
 
+from core.chat.offline import OfflineChatModel
 from core.config import Settings
 from core.journal.models import Message
 from core.journal.tokens import count_tokens
@@ -59,7 +60,6 @@ from memstream.embedded import services
 from memstream.embedded.bootstrap import create_key
 from memstream.embedded.process import ManagedProcess, free_port
 from memstream.embedded.supervisor import http_ok
-from memstream.models.offline import OfflineChatModel
 from processors.summarizer import SUMMARY_MAX_TOKENS
 
 ENVIRONMENT = "bench"

@@ -67,14 +67,14 @@ from topic_consumer import consumer_from_start
 from core.config import Settings
 from memstream.embedded import services
 from memstream.embedded.process import free_port
-from memstream.embeddings.offline import OfflineMiniLM
-from memstream.embeddings.sparse import Bm25Sparse
 from memstream.memory.models import OBSERVATION_TTL_DAYS, Category, MemoryEntry, Visibility
 from memstream.memory.outbox import EntriesOutboxRelay
 from memstream.memory.recall import OVERFETCH, Recaller
 from memstream.memory.service import MemoryService, content_hash
 from memstream.pinned import MemoryScope
 from processors.qdrant_projection import QdrantProjection, entry_payload
+from sinks.embeddings.bm25 import Bm25Sparse
+from sinks.embeddings.minilm import OfflineMiniLM
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
 from sinks.qdrant.base import CollectionRef, IndexFilter, IndexPoint

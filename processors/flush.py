@@ -48,6 +48,7 @@ from typing import Any, Literal
 
 import asyncpg
 
+from core.chat.base import ChatModel, ExtractedFact
 from core.config import Settings
 from core.errors import InvalidInput
 from core.journal.models import Message, ThreadRef
@@ -56,7 +57,6 @@ from memstream.engines import Engines
 from memstream.memory.agents import AgentRef, AgentService
 from memstream.memory.models import Provenance
 from memstream.memory.service import MemoryService
-from memstream.models.base import ChatModel, ExtractedFact
 from memstream.pinned import MemoryScope
 from streams.producer import BatchPublisher, OutgoingRecord, RecordsNotConfirmed
 from streams.runtime.errors import ProcessorCannotRun, SinkUnavailable

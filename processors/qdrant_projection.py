@@ -40,12 +40,12 @@ from datetime import UTC, datetime
 from pydantic import ValidationError
 
 from core.config import Settings
-from memstream.embeddings.base import Embedder, SparseEncoder
-from memstream.embeddings.factory import build_embedder
-from memstream.embeddings.sparse import Bm25Sparse
+from core.embeddings.base import Embedder, SparseEncoder
 from memstream.engines import Engines
 from memstream.memory.models import EntryEvent, MemoryEntry, parse_entry_key
 from memstream.memory.outbox import AppliedOutbox, outbox_seqs
+from sinks.embeddings.bm25 import Bm25Sparse
+from sinks.embeddings.factory import build_embedder
 from sinks.qdrant.base import CollectionRef, IndexPoint, VectorIndex
 from sinks.qdrant.factory import build_index
 from streams.runtime.errors import SinkUnavailable

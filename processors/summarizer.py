@@ -51,12 +51,12 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from core.chat.base import ChatModel, ModelError, ModelRequestRejected, ModelUnsupported
 from core.config import Settings
 from core.errors import JournalUnavailable, MemstreamError
 from core.journal.models import Id, Message, ThreadRef
 from core.stores.journal import Journal
 from memstream.engines import Engines
-from memstream.models.base import ChatModel, ModelError, ModelRequestRejected, ModelUnsupported
 from memstream.summaries import (
     Summary,
     SummaryStore,

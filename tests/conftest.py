@@ -37,9 +37,9 @@ from pydantic import SecretStr
 from core.config import S3Settings, Settings
 from memstream.embedded import services
 from memstream.embedded.process import ManagedProcess, free_port
-from memstream.embeddings.offline import OfflineMiniLM
-from memstream.embeddings.sparse import Bm25Sparse
 from sinks.clickhouse.store import ClickHouseTranscriptStore
+from sinks.embeddings.bm25 import Bm25Sparse
+from sinks.embeddings.minilm import OfflineMiniLM
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
 from sinks.slatedb.journal import SlateJournal

@@ -20,9 +20,9 @@ from typing import Protocol
 import asyncpg
 
 from core.config import Settings
+from core.embeddings.base import Embedder, SparseEncoder
 from core.stores.journal import Journal
 from memstream.context import ContextReader
-from memstream.embeddings.base import Embedder, SparseEncoder
 from memstream.memory.agents import AgentService
 from memstream.memory.clock import Clock, utc_now
 from memstream.memory.pinning import MemoryPinnedFacts

@@ -26,9 +26,9 @@ import logging
 from collections.abc import Sequence
 from typing import Literal, NamedTuple, Protocol
 
+from core.embeddings.base import Embedder, SparseEncoder
 from core.errors import InvalidInput
 from core.inputs import check_text
-from memstream.embeddings.base import Embedder, SparseEncoder
 from memstream.memory.models import CATEGORIES, RECALL_DEFAULT_LIMIT, RECALL_MAX_LIMIT, MemoryEntry
 from memstream.memory.service import ScoredEntry, check_key_prefix
 from memstream.pinned import MemoryScope

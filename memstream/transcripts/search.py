@@ -31,8 +31,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from core.chat.base import ChatModel, ModelError
 from core.errors import InvalidInput
-from memstream.models.base import ChatModel, ModelError
 from memstream.transcripts.arguments import arguments_object, boolean, choice, integer, required_string
 from memstream.transcripts.context import JournalContext
 from memstream.transcripts.summaries import DEFAULT_SUMMARY_TOKENS, MatchSummarizer, hits_as_messages

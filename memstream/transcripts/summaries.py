@@ -1,7 +1,7 @@
 """One summary of one thread's search hits, from the chat model (one call per thread).
 
 A model that answers free-form (`ChatModel.complete`) gets the versioned prompt
-`memstream.models.prompts.SEARCH_SUMMARY_PROMPT_VERSION` (query and messages as escaped data
+`core.chat.prompts.SEARCH_SUMMARY_PROMPT_VERSION` (query and messages as escaped data
 blocks). The offline default cannot complete free-form (`ModelUnsupported`): it summarizes the
 matching messages with its extractive summarizer instead (`ChatModel.summarize`, whole sentences
 of the messages, `offline-extractive-1`), so the offline default still gives a real summary; when
@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from core.chat.base import ChatModel, ModelOutputInvalid, ModelUnsupported
+from core.chat.extractive import LABELS
+from core.chat.prompts import SEARCH_SUMMARY_PROMPT_VERSION, search_summary_request
+from core.chat.text import fit_to_budget
 from core.journal.models import Message
 from core.journal.tokens import count_tokens
-from memstream.models.base import ChatModel, ModelOutputInvalid, ModelUnsupported
-from memstream.models.extractive import LABELS
-from memstream.models.prompts import SEARCH_SUMMARY_PROMPT_VERSION, search_summary_request
-from memstream.models.text import fit_to_budget
 from sinks.clickhouse.base import MessageHit, TranscriptScope
 
 DEFAULT_SUMMARY_TOKENS = 200

@@ -13,7 +13,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from memstream.embeddings.base import SparseVector
+from core.embeddings.base import SparseVector
 
 
 class CollectionRef(BaseModel):

@@ -33,8 +33,8 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, runtime_checkable
 
+from core.embeddings.base import SparseVector
 from core.errors import Conflict
-from memstream.embeddings.base import SparseVector
 from sinks.qdrant.base import CollectionRef, IndexFilter, IndexPoint, ScoredId
 from sinks.qdrant.layout import collection_name
 

@@ -22,8 +22,6 @@ import pytest
 
 from core.config import Settings
 from core.journal.models import NewMessage, ThreadRef
-from memstream.embeddings.offline import OfflineMiniLM
-from memstream.embeddings.sparse import Bm25Sparse
 from memstream.memory.outbox import AppliedOutbox, EntriesOutboxRelay
 from memstream.memory.service import MemoryService
 from memstream.relay import Relay
@@ -31,6 +29,8 @@ from memstream.topic_sync import EntriesTopicGuard, JournalTopicGuard, TopicSync
 from processors.clickhouse_projection import ClickHouseProjection
 from processors.qdrant_projection import QdrantProjection
 from sinks.clickhouse.store import ClickHouseTranscriptStore
+from sinks.embeddings.bm25 import Bm25Sparse
+from sinks.embeddings.minilm import OfflineMiniLM
 from sinks.postgres.progress import PostgresProgress
 from sinks.qdrant.base import CollectionRef
 from sinks.qdrant.edge import QdrantEdgeIndex

@@ -15,9 +15,9 @@ from typing import Any
 import asyncpg
 import pytest
 
+from core.chat.offline import OfflineChatModel
 from core.config import Settings
 from core.journal.models import Message
-from memstream.models.offline import OfflineChatModel
 from memstream.summary_store import CachedSummaryWriter, MonotonicSummaryStore
 from processors.compaction_recovery import CompactionRecovery, requests_lost
 from processors.summarizer import Summarizer

@@ -12,17 +12,17 @@ from typing import Any
 import asyncpg
 import pytest
 
+from core.chat.base import (
+    FactsDraft,
+    ModelUnavailable,
+)
+from core.chat.offline import OfflineChatModel
 from core.config import Settings
 from core.journal.models import Message, NewMessage, ThreadRef
 from memstream.memory.agents import AgentRef, AgentService
 from memstream.memory.models import MemoryEntry
 from memstream.memory.pinning import MemoryPinnedFacts
 from memstream.memory.service import MemoryService
-from memstream.models.base import (
-    FactsDraft,
-    ModelUnavailable,
-)
-from memstream.models.offline import OfflineChatModel
 from memstream.pinned import MemoryScope
 from processors.flush import NAME, OUTPUT_TOPIC, SOURCE_TOPIC, Flush, NeedsNode, create
 from sinks.postgres.migrations import migrate

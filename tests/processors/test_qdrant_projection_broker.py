@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from core.config import Settings
-from memstream.embeddings.offline import OfflineMiniLM
-from memstream.embeddings.sparse import Bm25Sparse
 from processors.qdrant_projection import NAME, QdrantProjection, entry_payload
+from sinks.embeddings.bm25 import Bm25Sparse
+from sinks.embeddings.minilm import OfflineMiniLM
 from sinks.qdrant.base import CollectionRef, IndexFilter
 from sinks.qdrant.edge import QdrantEdgeIndex
 from streams.admin import apply_topics

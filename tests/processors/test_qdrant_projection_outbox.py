@@ -11,12 +11,12 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from memstream.embeddings.offline import OfflineMiniLM
-from memstream.embeddings.sparse import Bm25Sparse
 from memstream.memory.hygiene import run_hygiene
 from memstream.memory.outbox import encode_value
 from memstream.memory.service import MemoryService
 from processors.qdrant_projection import QdrantProjection, entry_payload
+from sinks.embeddings.bm25 import Bm25Sparse
+from sinks.embeddings.minilm import OfflineMiniLM
 from sinks.qdrant.base import CollectionRef
 from streams.runtime.processor import Record
 from tests.memstream.memory.helpers import FakeClock, scope

@@ -16,10 +16,10 @@ import pytest
 from pydantic import SecretStr
 from redis.asyncio import Redis
 
+from core.chat.base import ChatModel, ModelUnavailable, SummaryDraft
+from core.chat.offline import OfflineChatModel
 from core.config import Settings
 from core.journal.models import Message, NewMessage, Role, ThreadRef
-from memstream.models.base import ChatModel, ModelUnavailable, SummaryDraft
-from memstream.models.offline import OfflineChatModel
 from memstream.summaries import Summary, summarization_lock_name, summary_version_key
 from memstream.summary_store import CachedSummaryWriter, MonotonicSummaryStore
 from processors.summarizer import (

@@ -11,9 +11,9 @@ from typing import Any
 import asyncpg
 import pytest
 
+from core.chat.offline import OfflineChatModel
 from core.config import Settings
 from core.journal.models import NewMessage, ThreadRef
-from memstream.models.offline import OfflineChatModel
 from memstream.summary_store import CachedSummaryWriter
 from processors.summarizer import NAME, SOURCE_TOPIC, Summarizer
 from sinks.objectstore.summaries import ObjectStoreSummaryReader, ObjectStoreSummaryWriter

@@ -7,11 +7,11 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-from memstream.embeddings.base import SparseVector
-from memstream.embeddings.offline import OfflineMiniLM
-from memstream.embeddings.sparse import Bm25Sparse
+from core.embeddings.base import SparseVector
 from memstream.memory.models import MemoryEntry
 from processors.qdrant_projection import entry_payload
+from sinks.embeddings.bm25 import Bm25Sparse
+from sinks.embeddings.minilm import OfflineMiniLM
 from sinks.qdrant.base import CollectionRef, IndexFilter, IndexPoint, IndexUnavailable, ScoredId, VectorIndex
 
 MODEL_ID = "all-MiniLM-L6-v2-int8"

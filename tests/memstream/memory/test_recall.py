@@ -10,11 +10,11 @@ import asyncpg
 import pytest
 
 from core.errors import InvalidInput
-from memstream.embeddings.offline import OfflineMiniLM
-from memstream.embeddings.sparse import Bm25Sparse
 from memstream.memory.models import MemoryEntry
 from memstream.memory.recall import Recaller, boosted, rank
 from memstream.memory.service import MemoryService
+from sinks.embeddings.bm25 import Bm25Sparse
+from sinks.embeddings.minilm import OfflineMiniLM
 from sinks.qdrant.base import IndexFilter, VectorIndex
 from sinks.qdrant.server import QdrantServerIndex
 from tests.sinks.qdrant.adapters import KINDS, open_adapter

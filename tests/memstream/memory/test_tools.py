@@ -9,12 +9,12 @@ import asyncpg
 import pytest
 
 from core.errors import InvalidInput
-from memstream.embeddings.offline import OfflineMiniLM
-from memstream.embeddings.sparse import Bm25Sparse
 from memstream.memory.recall import Recaller
 from memstream.memory.screening import ScreeningRejected
 from memstream.memory.service import MemoryService, ProfileWithoutUser
 from memstream.memory.tools import MemoryTools, ToolContext
+from sinks.embeddings.bm25 import Bm25Sparse
+from sinks.embeddings.minilm import OfflineMiniLM
 from sinks.qdrant.edge import QdrantEdgeIndex
 
 from .helpers import scope

@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.journal.models import Message
-from memstream.models.base import (
+from core.chat.base import (
     ChatMessage,
     Completion,
     FactsDraft,
@@ -17,6 +16,7 @@ from memstream.models.base import (
     SummaryDraft,
     Usage,
 )
+from core.journal.models import Message
 from memstream.summaries import Summary
 from sinks.clickhouse.base import (
     MessageHit,

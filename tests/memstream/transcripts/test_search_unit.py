@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
+from core.chat.offline import OfflineChatModel
+from core.chat.prompts import SEARCH_SUMMARY_SYSTEM_PROMPT
 from core.errors import InvalidInput
 from memstream.api.errors import status_of
-from memstream.models.offline import OfflineChatModel
-from memstream.models.prompts import SEARCH_SUMMARY_SYSTEM_PROMPT
 from memstream.transcripts.context import JournalContext
 from memstream.transcripts.search import TranscriptSearch, group_by_thread
 from memstream.transcripts.tools import JournalTools, TranscriptsUnavailable

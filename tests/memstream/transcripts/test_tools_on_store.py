@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from core.chat.offline import OfflineChatModel
 from core.errors import InvalidInput
-from memstream.models.offline import OfflineChatModel
 from memstream.transcripts.context import JournalContext
 from memstream.transcripts.tool_call_view import MAX_PAGE_BYTES, ToolCallNotFound
 from memstream.transcripts.tools import JournalTools

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from core.config import Settings
-from memstream.embeddings.base import SparseVector
+from core.embeddings.base import SparseVector
 from sinks.qdrant.base import CollectionRef, IndexFilter, IndexUnavailable
 from sinks.qdrant.factory import build_index
 

@@ -12,8 +12,8 @@ import pytest
 from core.config import Settings
 from memstream.api import ApiDeps, build_api_deps, create_app
 from memstream.api.deps import MemoryDeps
-from memstream.embeddings.offline import OfflineMiniLM
-from memstream.embeddings.sparse import Bm25Sparse
+from sinks.embeddings.bm25 import Bm25Sparse
+from sinks.embeddings.minilm import OfflineMiniLM
 from sinks.qdrant.edge import QdrantEdgeIndex
 from sinks.slatedb.journal import SlateJournal
 

@@ -8,9 +8,9 @@ import asyncpg
 import httpx
 
 from memstream.api.deps import MemoryDeps
-from memstream.embeddings.offline import OfflineMiniLM
-from memstream.embeddings.sparse import Bm25Sparse
 from memstream.pinned import MemoryScope
+from sinks.embeddings.bm25 import Bm25Sparse
+from sinks.embeddings.minilm import OfflineMiniLM
 from sinks.qdrant.edge import QdrantEdgeIndex
 
 from ...memory.index_helpers import project

@@ -13,10 +13,10 @@ import asyncpg
 import httpx
 import pytest
 
+from core.chat.offline import OfflineChatModel
 from core.config import Settings
 from memstream.api import build_api_deps, create_app
 from memstream.api.deps import MemoryDeps
-from memstream.models.offline import OfflineChatModel
 from memstream.transcripts.tools import JournalTools
 from sinks.clickhouse.store import ClickHouseTranscriptStore
 from sinks.slatedb.journal import SlateJournal

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memstream.models.rules import extract_user_facts, slug
-from tests.memstream.models.conversation import conversation
+from core.chat.rules import extract_user_facts, slug
+from tests.core.chat.conversation import conversation
 
 
 def facts_of(*user_texts: str) -> dict[str, str]:

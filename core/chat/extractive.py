@@ -31,9 +31,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from core.chat.text import split_sentences, truncate_to_tokens
 from core.journal.models import Message
 from core.journal.tokens import count_tokens
-from memstream.models.text import split_sentences, truncate_to_tokens
 
 OFFLINE_SUMMARY_VERSION = "offline-extractive-1"
 MAX_SENTENCE_TOKENS = 80

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memstream.embeddings.sparse import Bm25Sparse
+from sinks.embeddings.bm25 import Bm25Sparse
 
 
 def test_documents_weigh_terms_and_queries_count_each_term_once() -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from core.chat.text import fit_to_budget, truncate_to_tokens
 from core.journal.tokens import count_tokens
-from memstream.models.text import fit_to_budget, truncate_to_tokens
 
 
 def test_fit_to_budget_drops_whole_trailing_sentences_and_keeps_lines() -> None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from core.chat.extractive import extractive_summary
+from core.chat.text import split_sentences
 from core.journal.models import Message, Role
 from core.journal.tokens import count_tokens
-from memstream.models.extractive import extractive_summary
-from memstream.models.text import split_sentences
-from tests.memstream.models.conversation import conversation
+from tests.core.chat.conversation import conversation
 
 FILLER: list[tuple[Role, str]] = [
     ("assistant", "Sure, happy to help with that whenever you are ready to continue."),
@@ -120,7 +120,7 @@ def test_it_is_deterministic() -> None:
 
 def test_code_tools_system_and_reasoning_are_left_out() -> None:
     from core.journal.models import ToolCall
-    from tests.memstream.models.conversation import message
+    from tests.core.chat.conversation import message
 
     messages = [
         message(0, "system", "You are a helpful assistant with many secret rules."),

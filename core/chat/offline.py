@@ -1,8 +1,8 @@
 """The offline default `ChatModel`: no network, no weights, deterministic.
 
-- `summarize`: the extractive summarizer of `memstream.models.extractive` (whole sentences of the
+- `summarize`: the extractive summarizer of `core.chat.extractive` (whole sentences of the
   previous summary and the new messages, chosen by salience, within the token budget).
-- `extract_facts`: the conservative rules of `memstream.models.rules` (explicit self-statements
+- `extract_facts`: the conservative rules of `core.chat.rules` (explicit self-statements
   and preferences in user messages only).
 - `complete`: not supported (`ModelUnsupported`): free-form text needs a real model.
 
@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from core.chat.base import ChatMessage, Completion, FactsDraft, ModelUnsupported, SummaryDraft, Usage
+from core.chat.extractive import OFFLINE_SUMMARY_VERSION, extractive_summary
+from core.chat.rules import extract_user_facts
 from core.journal.models import Message
 from core.journal.tokens import count_tokens
-from memstream.models.base import ChatMessage, Completion, FactsDraft, ModelUnsupported, SummaryDraft, Usage
-from memstream.models.extractive import OFFLINE_SUMMARY_VERSION, extractive_summary
-from memstream.models.rules import extract_user_facts
 from memstream.summaries import Summary
 
 MODEL_ID = "offline"

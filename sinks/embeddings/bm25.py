@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import qdrant_edge
 
-from memstream.embeddings.base import SparseVector
+from core.embeddings.base import SparseVector
 
 
 class Bm25Sparse:

@@ -33,9 +33,9 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from core.chat.base import ExtractedFact
+from core.chat.text import split_sentences
 from core.journal.models import Message
-from memstream.models.base import ExtractedFact
-from memstream.models.text import split_sentences
 
 _REMOVE = [
     re.compile(r"```.*?(?:```|$)", re.DOTALL),

@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.memstream.models.chat_server import ChatServer, serve
+from tests.sinks.chat.chat_server import ChatServer, serve
 
 
 @pytest.fixture

@@ -14,10 +14,10 @@ import pytest
 from pydantic import SecretStr
 
 from core.config import ModelSettings
-from memstream.embeddings.errors import EmbeddingError
-from memstream.embeddings.factory import build_embedder
-from memstream.embeddings.offline import OfflineMiniLM
-from memstream.embeddings.openai_compat import OpenAIEmbedder
+from core.embeddings.errors import EmbeddingError
+from sinks.embeddings.factory import build_embedder
+from sinks.embeddings.minilm import OfflineMiniLM
+from sinks.embeddings.openai_compat import OpenAIEmbedder
 
 Reply = tuple[int, Any]  # (status, JSON body or raw bytes)
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from core.config import ModelSettings
-from memstream.embeddings.base import Embedder
-from memstream.embeddings.offline import MODEL_ID, OfflineMiniLM
-from memstream.embeddings.openai_compat import DEFAULT_MODEL, OpenAIEmbedder
+from core.embeddings.base import Embedder
+from sinks.embeddings.minilm import MODEL_ID, OfflineMiniLM
+from sinks.embeddings.openai_compat import DEFAULT_MODEL, OpenAIEmbedder
 
 
 def build_embedder(config: ModelSettings) -> Embedder:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
+from core.chat.offline import OfflineChatModel
 from core.config import ModelSettings, Settings
-from memstream.models.factory import build_chat_model
-from memstream.models.offline import OfflineChatModel
-from memstream.models.openai_chat import OpenAIChatModel
-from tests.memstream.models.chat_server import ChatServer
+from sinks.chat.factory import build_chat_model
+from sinks.chat.openai_chat import OpenAIChatModel
+from tests.sinks.chat.chat_server import ChatServer
 
 
 def test_the_default_is_offline() -> None:

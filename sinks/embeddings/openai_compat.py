@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import openai
 
-from memstream.embeddings.errors import EmbeddingError
+from core.embeddings.errors import EmbeddingError
 
 KNOWN_DIMENSIONS = {
     "text-embedding-3-small": 1536,

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from core.chat.base import ChatMessage
 from core.journal.models import Message
 from memstream.memory.models import CATEGORIES
-from memstream.models.base import ChatMessage
 from memstream.summaries import Summary
 
 SUMMARY_PROMPT_VERSION = "summary-v1"

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
+from core.chat.base import ChatMessage, ModelOutputInvalid, ModelRequestRejected, ModelUnavailable
+from core.chat.prompts import FACTS_JSON_SCHEMA, FACTS_PROMPT_VERSION, SUMMARY_PROMPT_VERSION
 from core.journal.tokens import count_tokens
-from memstream.models.base import ChatMessage, ModelOutputInvalid, ModelRequestRejected, ModelUnavailable
-from memstream.models.openai_chat import OpenAIChatModel, backoff_delay
-from memstream.models.prompts import FACTS_JSON_SCHEMA, FACTS_PROMPT_VERSION, SUMMARY_PROMPT_VERSION
-from tests.memstream.models.chat_server import ChatServer, Reply, chat_reply, error_reply
-from tests.memstream.models.conversation import conversation, summary
+from sinks.chat.openai_chat import OpenAIChatModel, backoff_delay
+from tests.core.chat.conversation import conversation, summary
+from tests.sinks.chat.chat_server import ChatServer, Reply, chat_reply, error_reply
 
 CONVERSATION = conversation(
     ("user", "My name is Alice and I prefer tea."),

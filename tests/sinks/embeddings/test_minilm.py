@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from memstream.embeddings.offline import DIMENSIONS, MODEL_ID, OfflineMiniLM, model_files
+from sinks.embeddings.minilm import DIMENSIONS, MODEL_ID, OfflineMiniLM, model_files
 
 
 def cosine(a: list[float], b: list[float]) -> float:

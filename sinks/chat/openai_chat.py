@@ -32,9 +32,7 @@ from typing import Any
 import openai
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from core.journal.models import Message
-from core.journal.tokens import count_tokens
-from memstream.models.base import (
+from core.chat.base import (
     MAX_FACTS,
     ChatMessage,
     Completion,
@@ -46,7 +44,7 @@ from memstream.models.base import (
     SummaryDraft,
     Usage,
 )
-from memstream.models.prompts import (
+from core.chat.prompts import (
     FACTS_PROMPT_VERSION,
     FACTS_RESPONSE_FORMAT,
     FACTS_RESPONSE_FORMAT_FALLBACK,
@@ -54,7 +52,9 @@ from memstream.models.prompts import (
     facts_request,
     summary_request,
 )
-from memstream.models.text import fit_to_budget, split_sentences
+from core.chat.text import fit_to_budget, split_sentences
+from core.journal.models import Message
+from core.journal.tokens import count_tokens
 from memstream.summaries import Summary
 
 RETRY_AFTER_CAP_S = 60.0

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from core.chat.base import ChatModel
+from core.chat.offline import MODEL_ID, OfflineChatModel
 from core.config import ModelSettings
-from memstream.models.base import ChatModel
-from memstream.models.offline import MODEL_ID, OfflineChatModel
-from memstream.models.openai_chat import OpenAIChatModel
+from sinks.chat.openai_chat import OpenAIChatModel
 
 
 def build_chat_model(config: ModelSettings, *, setting: str = "chat_model") -> ChatModel:

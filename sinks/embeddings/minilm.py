@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from memstream.embeddings.errors import EmbeddingError
+from core.embeddings.errors import EmbeddingError
 
 MODEL_ID = "all-MiniLM-L6-v2-int8"
 DIMENSIONS = 384

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from core.chat.base import ChatMessage, ChatModel, ModelError, ModelUnsupported
+from core.chat.extractive import OFFLINE_SUMMARY_VERSION
+from core.chat.offline import OFFLINE_FACTS_VERSION, OfflineChatModel
 from core.journal.tokens import count_tokens
-from memstream.models.base import ChatMessage, ChatModel, ModelError, ModelUnsupported
-from memstream.models.extractive import OFFLINE_SUMMARY_VERSION
-from memstream.models.offline import OFFLINE_FACTS_VERSION, OfflineChatModel
-from tests.memstream.models.conversation import conversation, summary
+from tests.core.chat.conversation import conversation, summary
 
 MESSAGES = conversation(
     ("user", "My name is Alice and I work at Acme Robotics."),
