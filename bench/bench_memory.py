@@ -65,6 +65,7 @@ from server_group import server_group
 from topic_consumer import consumer_from_start
 
 from core.config import Settings
+from core.stores.vectors import CollectionRef, IndexFilter, IndexPoint
 from memstream.embedded import services
 from memstream.embedded.process import free_port
 from memstream.memory.models import OBSERVATION_TTL_DAYS, Category, MemoryEntry, Visibility
@@ -77,7 +78,6 @@ from sinks.embeddings.bm25 import Bm25Sparse
 from sinks.embeddings.minilm import OfflineMiniLM
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
-from sinks.qdrant.base import CollectionRef, IndexFilter, IndexPoint
 from sinks.qdrant.edge import QdrantEdgeIndex
 from sinks.qdrant.layout import point_id
 from streams.admin import apply_topics

@@ -14,12 +14,12 @@ from core.chat.base import ChatModel
 from core.config import Settings
 from core.embeddings.base import Embedder
 from core.stores.journal import Journal
+from core.stores.transcripts import TranscriptStore
+from core.stores.vectors import VectorIndex
 from sinks.chat.factory import build_chat_model
-from sinks.clickhouse.base import TranscriptStore
 from sinks.clickhouse.factory import build_transcript_store
 from sinks.embeddings.bm25 import Bm25Sparse
 from sinks.embeddings.factory import build_embedder
-from sinks.qdrant.base import VectorIndex
 from sinks.qdrant.factory import build_index
 
 

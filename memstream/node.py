@@ -31,6 +31,7 @@ from core.config import Settings
 from core.errors import JournalFenced
 from core.journal.models import Message, NewMessage, ThreadRef
 from core.stores.journal import Journal
+from core.stores.transcripts import TranscriptUnavailable
 from memstream import exit_codes
 from memstream.api.access_log import log_config
 from memstream.api.app import create_app
@@ -58,7 +59,6 @@ from memstream.transcripts.tools import JournalTools
 from processors.compaction_recovery import CompactionRecovery
 from processors.compaction_recovery import create as create_recovery
 from processors.registry import consumers_of, create_processor, processor_names
-from sinks.clickhouse.base import TranscriptUnavailable
 from sinks.objectstore.health import ObjectStoreProbe
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool

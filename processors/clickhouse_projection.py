@@ -25,8 +25,8 @@ from collections.abc import Sequence
 
 from core.config import Settings
 from core.journal.models import Message
+from core.stores.transcripts import TranscriptRow, TranscriptStore, TranscriptUnavailable
 from memstream.engines import Engines
-from sinks.clickhouse.base import TranscriptRow, TranscriptStore, TranscriptUnavailable
 from sinks.clickhouse.factory import build_transcript_store
 from streams.events import InvalidEvent, decode_message
 from streams.runtime.errors import SinkUnavailable

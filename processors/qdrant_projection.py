@@ -41,12 +41,12 @@ from pydantic import ValidationError
 
 from core.config import Settings
 from core.embeddings.base import Embedder, SparseEncoder
+from core.stores.vectors import CollectionRef, IndexPoint, VectorIndex
 from memstream.engines import Engines
 from memstream.memory.models import EntryEvent, MemoryEntry, parse_entry_key
 from memstream.memory.outbox import AppliedOutbox, outbox_seqs
 from sinks.embeddings.bm25 import Bm25Sparse
 from sinks.embeddings.factory import build_embedder
-from sinks.qdrant.base import CollectionRef, IndexPoint, VectorIndex
 from sinks.qdrant.factory import build_index
 from streams.runtime.errors import SinkUnavailable
 from streams.runtime.outages import is_outage

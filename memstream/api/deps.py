@@ -22,6 +22,7 @@ import asyncpg
 from core.config import Settings
 from core.embeddings.base import Embedder, SparseEncoder
 from core.stores.journal import Journal
+from core.stores.vectors import VectorIndex
 from memstream.context import ContextReader
 from memstream.memory.agents import AgentService
 from memstream.memory.clock import Clock, utc_now
@@ -37,7 +38,6 @@ from memstream.transcripts.tools import JournalTools
 from sinks.objectstore.health import ObjectStoreProbe
 from sinks.objectstore.summaries import ObjectStoreSummaryReader
 from sinks.postgres.threads import PostgresThreadStore
-from sinks.qdrant.base import VectorIndex
 from sinks.redis.summary_cache import RedisSummaryCache
 from streams.runtime.supervisor import ProcessorStatus
 

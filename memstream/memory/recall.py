@@ -29,10 +29,10 @@ from typing import Literal, NamedTuple, Protocol
 from core.embeddings.base import Embedder, SparseEncoder
 from core.errors import InvalidInput
 from core.inputs import check_text
+from core.stores.vectors import CollectionRef, IndexFilter, VectorIndex
 from memstream.memory.models import CATEGORIES, RECALL_DEFAULT_LIMIT, RECALL_MAX_LIMIT, MemoryEntry
 from memstream.memory.service import ScoredEntry, check_key_prefix
 from memstream.pinned import MemoryScope
-from sinks.qdrant.base import CollectionRef, IndexFilter, VectorIndex
 
 log = logging.getLogger("memstream.memory.recall")
 

@@ -34,9 +34,9 @@ from typing import Literal
 from core.ids import ID, shown_id
 from core.journal.models import ThreadRef
 from core.stores.journal import Journal
+from core.stores.transcripts import ThreadCount, TranscriptStore
 from memstream.ops.progress import Progress, ProgressCallback, no_progress
 from memstream.relay import Relay
-from sinks.clickhouse.base import ThreadCount, TranscriptStore
 
 ThreadKey = tuple[str, str]  # (account_id, thread_id)
 DiffKind = Literal["missing_thread", "fewer", "more", "unknown_thread"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sinks.clickhouse.base import TranscriptScope
+from core.stores.transcripts import TranscriptScope
 
 
 @dataclass(frozen=True)

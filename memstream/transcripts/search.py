@@ -33,10 +33,10 @@ from typing import Any, Literal
 
 from core.chat.base import ChatModel, ModelError
 from core.errors import InvalidInput
+from core.stores.transcripts import MessageHit, TranscriptStore
 from memstream.transcripts.arguments import arguments_object, boolean, choice, integer, required_string
 from memstream.transcripts.context import JournalContext
 from memstream.transcripts.summaries import DEFAULT_SUMMARY_TOKENS, MatchSummarizer, hits_as_messages
-from sinks.clickhouse.base import MessageHit, TranscriptStore
 
 log = logging.getLogger("memstream.transcripts.search")
 

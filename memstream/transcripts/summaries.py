@@ -24,7 +24,7 @@ from core.chat.prompts import SEARCH_SUMMARY_PROMPT_VERSION, search_summary_requ
 from core.chat.text import fit_to_budget
 from core.journal.models import Message
 from core.journal.tokens import count_tokens
-from sinks.clickhouse.base import MessageHit, TranscriptScope
+from core.stores.transcripts import MessageHit, TranscriptScope
 
 DEFAULT_SUMMARY_TOKENS = 200
 

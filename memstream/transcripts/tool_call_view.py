@@ -23,7 +23,7 @@ the caller's current thread when it is one of them, else `AmbiguousToolCall` (40
 threads (up to MAX_LISTED_THREADS) and asks for `thread_id`.
 
 A repeated id within one thread is several calls (some servers emit `call_0` every turn;
-`sinks/clickhouse/tool_calls.py` pairs each call with its result): they are numbered from 1 in
+`core/transcripts/tool_calls.py` pairs each call with its result): they are numbered from 1 in
 the order of the thread, and the view reads the most recent one unless `occurrence` names
 another (an occurrence the thread does not have is `ToolCallNotFound`). The size and the bytes
 of a page always come from the same message. A page that comes back shorter than the size
@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.errors import Conflict, InvalidInput, NotFound
+from core.stores.transcripts import ToolCallInfo, ToolCallPart, TranscriptStore
 from memstream.transcripts.arguments import (
     arguments_object,
     choice,
@@ -47,7 +48,6 @@ from memstream.transcripts.arguments import (
     optional_integer,
 )
 from memstream.transcripts.context import JournalContext
-from sinks.clickhouse.base import ToolCallInfo, ToolCallPart, TranscriptStore
 
 VIEW = "journal_tool_call_view"
 MAX_PAGE_BYTES = 32_768

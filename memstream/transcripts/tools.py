@@ -17,6 +17,7 @@ from typing import Any
 
 from core.chat.base import ChatModel
 from core.errors import JournalUnavailable
+from core.stores.transcripts import TranscriptStore, TranscriptUnavailable
 from memstream.auth import Principal
 from memstream.memory.tools import FunctionSpec, ToolSpec, UnknownTool
 from memstream.transcripts.context import JournalContext
@@ -30,7 +31,6 @@ from memstream.transcripts.search import (
     TranscriptSearch,
 )
 from memstream.transcripts.tool_call_view import MAX_PAGE_BYTES, PARTS, VIEW, ToolCallViewer
-from sinks.clickhouse.base import TranscriptStore, TranscriptUnavailable
 
 JOURNAL_TOOL_NAMES = (SEARCH, VIEW)
 

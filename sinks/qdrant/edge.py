@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 import qdrant_edge as qe
 
 from core.embeddings.base import SparseVector
-from sinks.qdrant.base import CollectionRef, IndexFilter, IndexPoint, IndexUnavailable, ScoredId
+from core.stores.vectors import CollectionRef, IndexFilter, IndexPoint, IndexUnavailable, ScoredId
 from sinks.qdrant.generations import (
     Mirror,
     check_generation,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.config import Settings
-from sinks.qdrant.base import VectorIndex
+from core.stores.vectors import VectorIndex
 from sinks.qdrant.edge import QdrantEdgeIndex
 from sinks.qdrant.server import QdrantServerIndex
 

@@ -22,6 +22,7 @@ import pytest
 
 from core.config import Settings
 from core.journal.models import NewMessage, ThreadRef
+from core.stores.vectors import CollectionRef
 from memstream.memory.outbox import AppliedOutbox, EntriesOutboxRelay
 from memstream.memory.service import MemoryService
 from memstream.relay import Relay
@@ -32,7 +33,6 @@ from sinks.clickhouse.store import ClickHouseTranscriptStore
 from sinks.embeddings.bm25 import Bm25Sparse
 from sinks.embeddings.minilm import OfflineMiniLM
 from sinks.postgres.progress import PostgresProgress
-from sinks.qdrant.base import CollectionRef
 from sinks.qdrant.edge import QdrantEdgeIndex
 from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics

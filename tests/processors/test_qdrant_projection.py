@@ -11,11 +11,11 @@ import pytest
 from qdrant_client.http.exceptions import UnexpectedResponse
 
 from core.config import Settings
+from core.stores.vectors import CollectionRef, IndexFilter, IndexPoint, IndexUnavailable
 from processors.qdrant_projection import NAME, QdrantProjection, create, entry_payload, plan
 from processors.registry import PROCESSORS, create_processor
 from sinks.embeddings.bm25 import Bm25Sparse
 from sinks.embeddings.minilm import OfflineMiniLM
-from sinks.qdrant.base import CollectionRef, IndexFilter, IndexPoint, IndexUnavailable
 from sinks.qdrant.edge import QdrantEdgeIndex
 from streams.runtime.errors import SinkUnavailable
 from streams.runtime.outages import is_outage

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, Path, Query
 
 from core.errors import Conflict
 from core.journal.models import ID_PATTERN, Id
+from core.stores.transcripts import TranscriptScope
 from memstream.api.deps import ApiDeps, MemoryDeps
 from memstream.api.errors import error_responses
 from memstream.api.schemas import (
@@ -37,7 +38,6 @@ from memstream.memory.tools import (
 )
 from memstream.pinned import MemoryScope
 from memstream.transcripts.context import JournalContext
-from sinks.clickhouse.base import TranscriptScope
 
 AgentIdPath = Annotated[
     Id,

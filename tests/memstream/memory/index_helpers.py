@@ -8,11 +8,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from core.embeddings.base import SparseVector
+from core.stores.vectors import (
+    CollectionRef,
+    IndexFilter,
+    IndexPoint,
+    IndexUnavailable,
+    ScoredId,
+    VectorIndex,
+)
 from memstream.memory.models import MemoryEntry
 from processors.qdrant_projection import entry_payload
 from sinks.embeddings.bm25 import Bm25Sparse
 from sinks.embeddings.minilm import OfflineMiniLM
-from sinks.qdrant.base import CollectionRef, IndexFilter, IndexPoint, IndexUnavailable, ScoredId, VectorIndex
 
 MODEL_ID = "all-MiniLM-L6-v2-int8"
 

@@ -10,12 +10,12 @@ import asyncpg
 import pytest
 
 from core.errors import InvalidInput
+from core.stores.vectors import IndexFilter, VectorIndex
 from memstream.memory.models import MemoryEntry
 from memstream.memory.recall import Recaller, boosted, rank
 from memstream.memory.service import MemoryService
 from sinks.embeddings.bm25 import Bm25Sparse
 from sinks.embeddings.minilm import OfflineMiniLM
-from sinks.qdrant.base import IndexFilter, VectorIndex
 from sinks.qdrant.server import QdrantServerIndex
 from tests.sinks.qdrant.adapters import KINDS, open_adapter
 
@@ -85,9 +85,7 @@ async def test_recall_ranks_by_boosted_index_score(
         collection(low),
         dense,
         sparse.encode_query("when is the database restored?"),
-        __import__("sinks.qdrant.base", fromlist=["IndexFilter"]).IndexFilter(
-            agent_id="bot", user_id="alice"
-        ),
+        IndexFilter(agent_id="bot", user_id="alice"),
         20,
     )
     raw_scores = {item.entry_id: item.score for item in raw}

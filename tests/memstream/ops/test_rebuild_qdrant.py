@@ -15,13 +15,13 @@ import asyncpg
 import pytest
 
 from core.config import Settings
+from core.stores.vectors import CollectionRef
 from memstream.engines import Engines
 from memstream.memory.outbox import ENTRIES_TOPIC, EntriesOutboxRelay
 from memstream.memory.service import MemoryService
 from memstream.ops.progress import Progress
 from memstream.ops.rebuild import RebuildFailed, rebuild_qdrant
 from processors.qdrant_projection import QdrantProjection
-from sinks.qdrant.base import CollectionRef
 from sinks.qdrant.edge import QdrantEdgeIndex
 from sinks.qdrant.generations import generation_of
 from streams.admin import apply_topics

@@ -17,8 +17,7 @@ from core.chat.base import (
     Usage,
 )
 from core.journal.models import Message
-from memstream.summaries import Summary
-from sinks.clickhouse.base import (
+from core.stores.transcripts import (
     MessageHit,
     ThreadCount,
     ToolCallInfo,
@@ -26,7 +25,8 @@ from sinks.clickhouse.base import (
     TranscriptRow,
     TranscriptScope,
 )
-from sinks.clickhouse.tool_calls import ToolCallMessage, group_calls
+from core.transcripts.tool_calls import ToolCallMessage, group_calls
+from memstream.summaries import Summary
 
 _SPLIT = re.compile(r"[^0-9A-Za-z\u0080-\U0010ffff]+")
 

@@ -9,11 +9,11 @@ import pytest
 from core.chat.offline import OfflineChatModel
 from core.chat.prompts import SEARCH_SUMMARY_SYSTEM_PROMPT
 from core.errors import InvalidInput
+from core.stores.transcripts import MessageHit, TranscriptScope, TranscriptUnavailable
 from memstream.api.errors import status_of
 from memstream.transcripts.context import JournalContext
 from memstream.transcripts.search import TranscriptSearch, group_by_thread
 from memstream.transcripts.tools import JournalTools, TranscriptsUnavailable
-from sinks.clickhouse.base import MessageHit, TranscriptScope, TranscriptUnavailable
 from tests.sinks.clickhouse.rows import BASE_TIME, row
 
 from .fakes import FakeTranscriptStore, RecordingModel

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from core.errors import InvalidInput
+from core.stores.transcripts import TranscriptScope
 from memstream.transcripts.context import JournalContext
 from memstream.transcripts.tool_call_view import (
     MAX_PAGE_BYTES,
@@ -20,7 +21,6 @@ from memstream.transcripts.tool_call_view import (
     character_start,
     complete_prefix,
 )
-from sinks.clickhouse.base import TranscriptScope
 from tests.sinks.clickhouse.rows import row
 
 from .fakes import FakeTranscriptStore

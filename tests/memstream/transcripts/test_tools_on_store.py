@@ -10,10 +10,10 @@ import pytest
 
 from core.chat.offline import OfflineChatModel
 from core.errors import InvalidInput
+from core.stores.transcripts import TranscriptRow, TranscriptScope
 from memstream.transcripts.context import JournalContext
 from memstream.transcripts.tool_call_view import MAX_PAGE_BYTES, ToolCallNotFound
 from memstream.transcripts.tools import JournalTools
-from sinks.clickhouse.base import TranscriptRow, TranscriptScope
 from sinks.clickhouse.store import ClickHouseTranscriptStore
 from tests.sinks.clickhouse.rows import row, tool_exchange
 

@@ -108,7 +108,7 @@ async def test_request_shape_and_unit_vectors_in_input_order(server: FakeServer)
 
 
 async def test_shortened_vectors_have_their_own_model_id_and_collection() -> None:
-    from sinks.qdrant.base import CollectionRef
+    from core.stores.vectors import CollectionRef
     from sinks.qdrant.layout import collection_name
 
     native = OpenAIEmbedder("text-embedding-3-small", api_key="k")

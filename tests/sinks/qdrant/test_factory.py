@@ -10,7 +10,7 @@ import pytest
 
 from core.config import Settings
 from core.embeddings.base import SparseVector
-from sinks.qdrant.base import CollectionRef, IndexFilter, IndexUnavailable
+from core.stores.vectors import CollectionRef, IndexFilter, IndexUnavailable
 from sinks.qdrant.factory import build_index
 
 

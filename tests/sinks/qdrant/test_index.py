@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from core.stores.vectors import CollectionRef, IndexFilter, IndexPoint, IndexUnavailable, VectorIndex
 from sinks.embeddings.bm25 import Bm25Sparse
 from sinks.embeddings.minilm import OfflineMiniLM
-from sinks.qdrant.base import CollectionRef, IndexFilter, IndexPoint, IndexUnavailable, VectorIndex
 from sinks.qdrant.server import QdrantServerIndex
 from tests.sinks.qdrant.conftest import OpenIndex
 

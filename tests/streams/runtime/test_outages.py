@@ -13,12 +13,12 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from core.errors import JournalFenced, JournalUnavailable
 from core.errors import error_chain as chain
+from core.stores.transcripts import TranscriptUnavailable
+from core.stores.vectors import IndexUnavailable
 from memstream.summaries import SummaryUnavailable
 from processors.flush import FlushNotDelivered
 from processors.summarizer import SummarizerBusy
 from processors.thresholds import RequestNotDelivered
-from sinks.clickhouse.base import TranscriptUnavailable
-from sinks.qdrant.base import IndexUnavailable
 from streams.producer import DeliveryAborted
 from streams.runtime.errors import DeadLetterUnavailable, SinkUnavailable
 from streams.runtime.outages import is_outage

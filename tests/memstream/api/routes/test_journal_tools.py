@@ -12,12 +12,12 @@ import pytest
 
 from core.chat.offline import OfflineChatModel
 from core.config import Settings
+from core.stores.transcripts import TranscriptRow
 from memstream.api import ApiDeps, build_api_deps, create_app
 from memstream.api.deps import MemoryDeps
 from memstream.auth import issue_key
 from memstream.transcripts.tool_call_view import MAX_PAGE_BYTES
 from memstream.transcripts.tools import JournalTools
-from sinks.clickhouse.base import TranscriptRow
 from sinks.clickhouse.store import ClickHouseTranscriptStore
 from sinks.slatedb.journal import SlateJournal
 from tests.sinks.clickhouse.rows import row

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from sinks.clickhouse.base import ToolCallInfo
+from core.stores.transcripts import ToolCallInfo
 
 
 @dataclass(frozen=True)

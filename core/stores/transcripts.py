@@ -80,7 +80,7 @@ class ToolCallInfo:
     """One tool call: where its messages are and how large its parts are (UTF-8 bytes).
 
     A tool-call id may repeat within a thread (some servers emit `call_0` every turn): each
-    repetition is a call of its own (`sinks/clickhouse/tool_calls.py` pairs the messages), and
+    repetition is a call of its own (`core/transcripts/tool_calls.py` pairs the messages), and
     `occurrence` numbers the calls with the same id in the thread, from 1 in offset order."""
 
     tool_call_id: str

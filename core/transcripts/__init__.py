@@ -1,0 +1,1 @@
+"""Transcript search over the journal's projection: the domain side (tool-call pairing)."""
