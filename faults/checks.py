@@ -3,7 +3,7 @@
 Readers go through the stack's own interfaces: the journal through `GET /v1/threads/{id}/messages`
 (the API's durable read), the projection through `memstream verify` (`/admin/v1/verify` with the
 node's admin token, `memstream.ops.node_client`), the processors through `/admin/v1/processors`,
-summaries through their objects in the stack's local object store (`memstream.summaries` keys and
+summaries through their objects in the stack's local object store (`core.summaries.models` keys and
 parser) and the compaction guards through Redis (`sinks.redis.thresholds` key layout). The checks
 themselves (`check_*`) judge what was read and the `Ledger`, each answering a `CheckResult`.
 
@@ -28,9 +28,9 @@ import redis
 
 from bench.topic_consumer import consumer_from_start
 from core.config import Settings
+from core.summaries.models import SummaryUnavailable, parse_summary, summary_key
 from faults.ledger import Conversation, LedgerView, ServerError
 from memstream.ops.node_client import NodeClient, run_stream
-from memstream.summaries import SummaryUnavailable, parse_summary, summary_key
 from processors.thresholds import Counters, advance
 from sinks.redis.thresholds import GUARD_TTL_S, ThreadScope
 from streams.topics import load_topics

@@ -56,8 +56,7 @@ from core.config import Settings
 from core.errors import JournalUnavailable, MemstreamError
 from core.journal.models import Id, Message, ThreadRef
 from core.stores.journal import Journal
-from memstream.engines import Engines
-from memstream.summaries import (
+from core.summaries.models import (
     Summary,
     SummaryStore,
     SummaryUnavailable,
@@ -65,6 +64,7 @@ from memstream.summaries import (
     SummaryWriteFailed,
     summarization_lock_name,
 )
+from memstream.engines import Engines
 from processors.thresholds import NeedsNodeJournal, open_store
 from sinks.postgres.compactions import PostgresCompactions
 from sinks.redis.locks import Lease, RedisLocks
@@ -403,7 +403,7 @@ def create(settings: Settings, *, engines: Engines | None = None) -> Summarizer:
     """The processor for `settings` (`settings.redis`, `settings.object_store`) with the node's
     journal, Postgres pool and chat model (`engines`). Without the journal or the pool it refuses to
     start (NeedsNodeJournal)."""
-    from memstream.summary_store import CachedSummaryWriter, MonotonicSummaryStore
+    from core.summaries.layered import CachedSummaryWriter, MonotonicSummaryStore
     from sinks.objectstore.summaries import ObjectStoreSummaryWriter
     from sinks.postgres.compactions import PostgresSummaryVersions
     from sinks.redis.client import redis_client

@@ -49,8 +49,8 @@ from typing import Any, Literal
 from core.config import Settings
 from core.journal.models import Message, ThreadRef
 from core.stores.journal import Journal
+from core.summaries.models import SummaryWriter
 from memstream.engines import Engines
-from memstream.summaries import SummaryWriter
 from sinks.postgres.compactions import PostgresCompactions
 from sinks.redis.thresholds import DEFAULT_NAMESPACE, Outcome, ThreadScope, ThresholdStore
 from streams.events import InvalidEvent, decode_message

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from core.journal.models import ThreadRef
-from memstream.summaries import Summary
+from core.summaries.models import Summary
 
 THREAD = ThreadRef(environment="test", account_id="acme", thread_id="t1")
 

@@ -20,7 +20,7 @@ from core.chat.extractive import OFFLINE_SUMMARY_VERSION, extractive_summary
 from core.chat.rules import extract_user_facts
 from core.journal.models import Message
 from core.journal.tokens import count_tokens
-from memstream.summaries import Summary
+from core.summaries.models import Summary
 
 MODEL_ID = "offline"
 OFFLINE_FACTS_VERSION = "offline-rules-1"

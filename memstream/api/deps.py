@@ -23,7 +23,10 @@ from core.config import Settings
 from core.embeddings.base import Embedder, SparseEncoder
 from core.stores.journal import Journal
 from core.stores.vectors import VectorIndex
-from memstream.context import ContextReader
+from core.summaries.layered import CachedSummaryReader
+from core.summaries.models import SummaryReader
+from core.threads import ThreadService
+from core.turn_context import ContextReader
 from memstream.memory.agents import AgentService
 from memstream.memory.clock import Clock, utc_now
 from memstream.memory.pinning import MemoryPinnedFacts
@@ -31,9 +34,6 @@ from memstream.memory.recall import Recaller
 from memstream.memory.service import MemoryService
 from memstream.memory.tools import MemoryTools
 from memstream.pinned import NoPinnedFacts, PinnedFactsProvider
-from memstream.summaries import SummaryReader
-from memstream.summary_store import CachedSummaryReader
-from memstream.threads import ThreadService
 from memstream.transcripts.tools import JournalTools
 from sinks.objectstore.health import ObjectStoreProbe
 from sinks.objectstore.summaries import ObjectStoreSummaryReader

@@ -35,7 +35,7 @@ from core.errors import (
     Unauthorized,
 )
 from core.inputs import INPUT_ERROR_CODES
-from memstream.summaries import SummaryUnavailable
+from core.summaries.models import SummaryUnavailable
 from sinks.postgres.errors import RETRY_AFTER_S, is_postgres_unavailable
 
 log = logging.getLogger(__name__)

@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from core.auth import Principal
 from core.chat.base import ChatModel
 from core.errors import JournalUnavailable
 from core.stores.transcripts import TranscriptStore, TranscriptUnavailable
-from memstream.auth import Principal
 from memstream.memory.tools import FunctionSpec, ToolSpec, UnknownTool
 from memstream.transcripts.context import JournalContext
 from memstream.transcripts.search import (

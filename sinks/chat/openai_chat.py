@@ -55,7 +55,7 @@ from core.chat.prompts import (
 from core.chat.text import fit_to_budget, split_sentences
 from core.journal.models import Message
 from core.journal.tokens import count_tokens
-from memstream.summaries import Summary
+from core.summaries.models import Summary
 
 RETRY_AFTER_CAP_S = 60.0
 _RETRYABLE_STATUS = {408, 429}

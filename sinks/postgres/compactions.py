@@ -16,7 +16,7 @@ what must survive them:
   re-evaluates the thread once the request in flight is settled (instead of waiting for another
   message).
 - The summary version high-water mark (`PostgresSummaryVersions`, a
-  `memstream.summaries.SummaryVersionFloor`): the highest version ever written, only ever raised.
+  `core.summaries.models.SummaryVersionFloor`): the highest version ever written, only ever raised.
 
 Every statement names the full key. Errors are the driver's (asyncpg): callers in processors let
 them propagate, so the batch is retried.
@@ -173,7 +173,7 @@ class PostgresCompactions:
 
 
 class PostgresSummaryVersions:
-    """`memstream.summaries.SummaryVersionFloor` on `thread_compactions.summary_version`."""
+    """`core.summaries.models.SummaryVersionFloor` on `thread_compactions.summary_version`."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool

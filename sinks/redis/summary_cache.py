@@ -1,4 +1,4 @@
-"""`memstream.summaries.SummaryCache` in Redis: a thread's latest summary, cached for one hour.
+"""`core.summaries.models.SummaryCache` in Redis: a thread's latest summary, cached for one hour.
 
 Each entry is a hash `{version, body}` under
 `memstream/summary/{store}/{environment}/{account}/{agent}/{thread}`, where `{store}` is a short
@@ -30,7 +30,7 @@ from redis.asyncio import Redis
 
 from core.config import Settings
 from core.journal.models import ThreadRef
-from memstream.summaries import Summary
+from core.summaries.models import Summary
 from sinks.redis.client import redis_client
 
 log = logging.getLogger(__name__)

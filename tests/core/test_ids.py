@@ -8,6 +8,7 @@ import asyncpg
 import pytest
 from pydantic import BaseModel, ValidationError
 
+from core.auth import issue_key, revoke_key
 from core.config import Settings
 from core.errors import InvalidInput
 from core.ids import (
@@ -20,7 +21,6 @@ from core.ids import (
     require_id,
     shown_id,
 )
-from memstream.auth import issue_key, revoke_key
 from sinks.clickhouse.schema import check_identifier
 from sinks.slatedb import keys
 from streams.topics import TOPIC_NAME_RE

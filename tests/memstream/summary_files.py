@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from core.journal.tokens import count_tokens
-from memstream.summaries import summary_key
+from core.summaries.models import summary_key
 
 
 def write_summary(

@@ -18,7 +18,7 @@ import pytest
 from core.chat.offline import OfflineChatModel
 from core.config import Settings
 from core.journal.models import Message
-from memstream.summary_store import CachedSummaryWriter, MonotonicSummaryStore
+from core.summaries.layered import CachedSummaryWriter, MonotonicSummaryStore
 from processors.compaction_recovery import CompactionRecovery, requests_lost
 from processors.summarizer import Summarizer
 from processors.thresholds import OUTPUT_TOPIC, Thresholds

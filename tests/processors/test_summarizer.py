@@ -20,8 +20,8 @@ from core.chat.base import ChatModel, ModelUnavailable, SummaryDraft
 from core.chat.offline import OfflineChatModel
 from core.config import Settings
 from core.journal.models import Message, NewMessage, Role, ThreadRef
-from memstream.summaries import Summary, summarization_lock_name, summary_version_key
-from memstream.summary_store import CachedSummaryWriter, MonotonicSummaryStore
+from core.summaries.layered import CachedSummaryWriter, MonotonicSummaryStore
+from core.summaries.models import Summary, summarization_lock_name, summary_version_key
 from processors.summarizer import (
     LOCK_TTL_S,
     SUMMARY_MAX_TOKENS,

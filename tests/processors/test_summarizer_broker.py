@@ -14,7 +14,7 @@ import pytest
 from core.chat.offline import OfflineChatModel
 from core.config import Settings
 from core.journal.models import NewMessage, ThreadRef
-from memstream.summary_store import CachedSummaryWriter
+from core.summaries.layered import CachedSummaryWriter
 from processors.summarizer import NAME, SOURCE_TOPIC, Summarizer
 from sinks.objectstore.summaries import ObjectStoreSummaryReader, ObjectStoreSummaryWriter
 from sinks.postgres.compactions import PostgresCompactions

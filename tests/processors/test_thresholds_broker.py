@@ -15,7 +15,7 @@ import pytest
 
 from core.config import Settings
 from core.journal.models import Message, NewMessage, Role, ThreadRef
-from memstream.summaries import Summary
+from core.summaries.models import Summary
 from processors.thresholds import NAME, OUTPUT_TOPIC, Counters, Thresholds, advance, create
 from sinks.objectstore.summaries import ObjectStoreSummaryWriter
 from sinks.postgres.compactions import PostgresCompactions

@@ -20,7 +20,7 @@ from pydantic import SecretStr
 
 from core.config import Settings
 from core.journal.models import Message, NewMessage, ThreadRef
-from memstream.summaries import Summary
+from core.summaries.models import Summary
 from processors.thresholds import Counters, Thresholds, crossing, fold
 from sinks.objectstore.summaries import ObjectStoreSummaryWriter
 from sinks.redis.thresholds import Outcome, ThreadScope, ThresholdStore

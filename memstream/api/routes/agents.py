@@ -12,6 +12,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query
 
+from core.auth import Principal
 from core.errors import Conflict
 from core.journal.models import ID_PATTERN, Id
 from core.stores.transcripts import TranscriptScope
@@ -25,7 +26,6 @@ from memstream.api.schemas import (
     ToolsResponse,
 )
 from memstream.api.security import principal_dependency
-from memstream.auth import Principal
 from memstream.memory.agents import AgentRef, AgentService
 from memstream.memory.models import MEMORY_CAPABILITY
 from memstream.memory.tools import (

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from core.journal.models import Message, Role, ToolCall
 from core.journal.tokens import count_tokens
-from memstream.summaries import Summary
+from core.summaries.models import Summary
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 

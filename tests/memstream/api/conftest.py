@@ -12,9 +12,9 @@ import pytest
 from fastapi import FastAPI
 from pydantic import SecretStr
 
+from core.auth import issue_key
 from core.config import Settings
 from memstream.api import ApiDeps, build_api_deps, create_app
-from memstream.auth import issue_key
 from sinks.slatedb.journal import SlateJournal
 
 

@@ -13,9 +13,9 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
+from core.auth import issue_key
 from core.config import Settings
 from memstream.api import build_api_deps, create_app
-from memstream.auth import issue_key
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
 from sinks.slatedb.journal import SlateJournal

@@ -7,14 +7,14 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from core.auth import Principal
 from core.journal.models import NewMessage
-from memstream.auth import Principal
-from memstream.context import SUMMARY_PREFIX, ContextReader
+from core.threads import ThreadService
+from core.turn_context import SUMMARY_PREFIX, ContextReader
 from memstream.memory.models import MemoryEntry
 from memstream.memory.pinning import MemoryPinnedFacts, select_pinned
 from memstream.memory.service import MemoryService, ProfileWithoutUser
 from memstream.pinned import PINNED_CLOSE, PINNED_DISCLAIMER, PINNED_OPEN
-from memstream.threads import ThreadService
 from sinks.objectstore.summaries import ObjectStoreSummaryReader, open_object_store
 from sinks.postgres.threads import PostgresThreadStore
 from sinks.slatedb.journal import SlateJournal

@@ -25,8 +25,8 @@ from core.stores.transcripts import (
     TranscriptRow,
     TranscriptScope,
 )
+from core.summaries.models import Summary
 from core.transcripts.tool_calls import ToolCallMessage, group_calls
-from memstream.summaries import Summary
 
 _SPLIT = re.compile(r"[^0-9A-Za-z\u0080-\U0010ffff]+")
 

@@ -13,14 +13,14 @@ from pydantic import SecretStr
 
 from core.config import S3Settings
 from core.journal.models import ThreadRef
-from memstream.embedded.process import free_port
-from memstream.summaries import (
+from core.summaries.models import (
     Summary,
     SummaryVersionConflict,
     SummaryWriteFailed,
     summary_key,
     summary_version_key,
 )
+from memstream.embedded.process import free_port
 from sinks.objectstore.summaries import ObjectStoreSummaryReader, ObjectStoreSummaryWriter, open_object_store
 from tests.summary_builders import THREAD, make
 

@@ -15,7 +15,7 @@ from core.errors import JournalFenced, JournalUnavailable
 from core.errors import error_chain as chain
 from core.stores.transcripts import TranscriptUnavailable
 from core.stores.vectors import IndexUnavailable
-from memstream.summaries import SummaryUnavailable
+from core.summaries.models import SummaryUnavailable
 from processors.flush import FlushNotDelivered
 from processors.summarizer import SummarizerBusy
 from processors.thresholds import RequestNotDelivered

@@ -5,9 +5,9 @@ from pathlib import Path
 import httpx
 
 from core.journal.models import ThreadRef
+from core.summaries.models import summary_key
+from core.turn_context import SUMMARY_PREFIX
 from memstream.api import ApiDeps
-from memstream.context import SUMMARY_PREFIX
-from memstream.summaries import summary_key
 from sinks.slatedb.journal import SlateJournal
 
 from ... import summary_files

@@ -10,12 +10,12 @@ import asyncpg
 import httpx
 import pytest
 
+from core.auth import issue_key
 from core.chat.offline import OfflineChatModel
 from core.config import Settings
 from core.stores.transcripts import TranscriptRow
 from memstream.api import ApiDeps, build_api_deps, create_app
 from memstream.api.deps import MemoryDeps
-from memstream.auth import issue_key
 from memstream.transcripts.tool_call_view import MAX_PAGE_BYTES
 from memstream.transcripts.tools import JournalTools
 from sinks.clickhouse.store import ClickHouseTranscriptStore

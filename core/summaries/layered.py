@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 
 from core.journal.models import ThreadRef
-from memstream.summaries import Summary, SummaryCache, SummaryReader, SummaryStore, SummaryVersionFloor
+from core.summaries.models import Summary, SummaryCache, SummaryReader, SummaryStore, SummaryVersionFloor
 
 log = logging.getLogger("memstream.summary_store")
 

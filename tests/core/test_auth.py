@@ -9,8 +9,8 @@ import asyncpg
 import pytest
 from click.testing import CliRunner
 
+from core.auth import Principal, issue_key, list_keys, revoke_key, verify
 from core.errors import InvalidInput, NotFound, Unauthorized
-from memstream.auth import Principal, issue_key, list_keys, revoke_key, verify
 from memstream.cli import main
 
 

@@ -12,14 +12,14 @@ import obstore
 import pytest
 from pydantic import SecretStr
 
+from core.auth import Principal
 from core.config import Settings
 from core.journal.models import NewMessage
+from core.summaries.layered import CachedSummaryReader, CachedSummaryWriter, MonotonicSummaryStore
+from core.summaries.models import SummaryVersionConflict, summary_version_key
+from core.turn_context import SUMMARY_PREFIX
 from memstream.api import build_api_deps
-from memstream.auth import Principal
-from memstream.context import SUMMARY_PREFIX
 from memstream.embedded.process import free_port
-from memstream.summaries import SummaryVersionConflict, summary_version_key
-from memstream.summary_store import CachedSummaryReader, CachedSummaryWriter, MonotonicSummaryStore
 from sinks.objectstore.summaries import ObjectStoreSummaryWriter, open_object_store
 from sinks.postgres.compactions import PostgresSummaryVersions
 from sinks.redis.client import redis_client

@@ -11,7 +11,7 @@ Versions are optimistic: `SummaryWriter.write(..., expected_version=N)` succeeds
 stored version is N (None: no summary yet) and the new summary is version N + 1; otherwise it
 raises `SummaryVersionConflict` and writes nothing. Two racing writers can never both win, and the
 visible version never goes backwards. A durable high-water mark (`SummaryVersionFloor`, used by
-`memstream.summary_store.MonotonicSummaryStore`) keeps that true when the summary objects are
+`core.summaries.layered.MonotonicSummaryStore`) keeps that true when the summary objects are
 lost: the next version then continues above the highest one ever written (`write(..., floor=)`).
 
 A `SummaryCache` (Redis) holds only derived state: it may miss, never shows an older version than

@@ -34,13 +34,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.auth import Principal
 from core.journal.models import Message
 from core.journal.tokens import count_tokens
 from core.stores.journal import Journal
-from memstream.auth import Principal
+from core.summaries.models import Summary, SummaryReader
+from core.threads import ThreadService, journal_call
 from memstream.pinned import MemoryScope, PinnedFact, PinnedFactsProvider, render_pinned
-from memstream.summaries import Summary, SummaryReader
-from memstream.threads import ThreadService, journal_call
 
 SUMMARY_PREFIX = "Previous conversation summary: "
 

@@ -5,11 +5,13 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from core.auth import Principal
 from core.errors import JournalFenced, JournalUnavailable, NotFound
 from core.journal.models import Message, NewMessage, ToolCall
 from core.journal.tokens import count_tokens
-from memstream.auth import Principal
-from memstream.context import SUMMARY_PREFIX, ContextReader, drop_orphan_tool_results, to_context_message
+from core.summaries.models import SummaryUnavailable, summary_key
+from core.threads import ThreadService
+from core.turn_context import SUMMARY_PREFIX, ContextReader, drop_orphan_tool_results, to_context_message
 from memstream.pinned import (
     PINNED_CLOSE,
     PINNED_DISCLAIMER,
@@ -19,13 +21,10 @@ from memstream.pinned import (
     PinnedFact,
     PinnedFactsProvider,
 )
-from memstream.summaries import SummaryUnavailable, summary_key
-from memstream.threads import ThreadService
 from sinks.objectstore.summaries import ObjectStoreSummaryReader, open_object_store
 from sinks.postgres.threads import PostgresThreadStore
 from sinks.slatedb.journal import SlateJournal
-
-from .summary_files import write_summary
+from tests.memstream.summary_files import write_summary
 
 ACME = Principal(account_id="acme", environment="test", key_id="key_a")
 GLOBEX = Principal(account_id="globex", environment="test", key_id="key_g")

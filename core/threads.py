@@ -27,12 +27,12 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from core.auth import Principal
 from core.errors import Conflict, InvalidInput, JournalUnavailable, MemstreamError, NotFound
 from core.ids import require_id
 from core.inputs import check_json_value
 from core.journal.models import Message, NewMessage, ThreadRef
 from core.stores.journal import Journal
-from memstream.auth import Principal
 
 MAX_WINDOW_MESSAGES = 20
 MAX_METADATA_BYTES = 64 * 1024

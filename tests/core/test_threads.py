@@ -6,10 +6,10 @@ from typing import Any
 import asyncpg
 import pytest
 
+from core.auth import Principal
 from core.errors import Conflict, InvalidInput, JournalUnavailable, NotFound
 from core.journal.models import NewMessage
-from memstream.auth import Principal
-from memstream.threads import (
+from core.threads import (
     MAX_METADATA_BYTES,
     WINDOW_FIELD,
     Thread,
