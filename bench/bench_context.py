@@ -32,12 +32,12 @@ from typing import Any
 
 from core.auth import Principal
 from core.journal.models import NewMessage, ThreadRef
+from core.memory.pinned import MemoryScope, NoPinnedFacts
 from core.summaries.models import summary_key
 from core.threads import ThreadService
 from core.turn_context import ContextReader
 from memstream.embedded import services
 from memstream.embedded.process import ManagedProcess, free_port
-from memstream.pinned import MemoryScope, NoPinnedFacts
 from sinks.objectstore.summaries import ObjectStoreSummaryReader, open_object_store
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool

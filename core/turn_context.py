@@ -37,10 +37,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.auth import Principal
 from core.journal.models import Message
 from core.journal.tokens import count_tokens
+from core.memory.pinned import MemoryScope, PinnedFact, PinnedFactsProvider, render_pinned
 from core.stores.journal import Journal
 from core.summaries.models import Summary, SummaryReader
 from core.threads import ThreadService, journal_call
-from memstream.pinned import MemoryScope, PinnedFact, PinnedFactsProvider, render_pinned
 
 SUMMARY_PREFIX = "Previous conversation summary: "
 

@@ -30,8 +30,11 @@ import uvicorn
 from core.config import Settings
 from core.errors import JournalFenced
 from core.journal.models import Message, NewMessage, ThreadRef
+from core.memory.clock import utc_now
+from core.memory.hygiene import run_daily
 from core.stores.journal import Journal
 from core.stores.transcripts import TranscriptUnavailable
+from core.transcripts.tools import JournalTools
 from memstream import exit_codes
 from memstream.api.access_log import log_config
 from memstream.api.app import create_app
@@ -39,9 +42,6 @@ from memstream.api.deps import MemoryDeps, build_api_deps
 from memstream.api.routes.admin import AdminDeps, Rebuilder, admin_router
 from memstream.engines import Engines
 from memstream.fencing import watch_fence
-from memstream.memory.clock import utc_now
-from memstream.memory.hygiene import run_daily
-from memstream.memory.outbox import EntriesOutboxRelay
 from memstream.ops.admin_token import ensure_admin_token
 from memstream.ops.progress import ProgressCallback
 from memstream.ops.rebuild import rebuild_clickhouse, rebuild_qdrant
@@ -55,7 +55,6 @@ from memstream.topic_sync import (
     compaction_guards,
     in_admin_thread,
 )
-from memstream.transcripts.tools import JournalTools
 from processors.compaction_recovery import CompactionRecovery
 from processors.compaction_recovery import create as create_recovery
 from processors.registry import consumers_of, create_processor, processor_names
@@ -66,6 +65,7 @@ from sinks.postgres.progress import PostgresProgress
 from sinks.redis.summary_cache import RedisSummaryCache
 from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
+from streams.relays.memory_entries import EntriesOutboxRelay
 from streams.runtime.processor import group_id
 from streams.runtime.supervisor import ProcessorSupervisor
 from streams.topics import load_topics

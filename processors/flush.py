@@ -52,12 +52,12 @@ from core.chat.base import ChatModel, ExtractedFact
 from core.config import Settings
 from core.errors import InvalidInput
 from core.journal.models import Message, ThreadRef
+from core.memory.agents import AgentRef, AgentService
+from core.memory.models import Provenance
+from core.memory.pinned import MemoryScope
+from core.memory.service import MemoryService
 from core.stores.journal import Journal
 from memstream.engines import Engines
-from memstream.memory.agents import AgentRef, AgentService
-from memstream.memory.models import Provenance
-from memstream.memory.service import MemoryService
-from memstream.pinned import MemoryScope
 from streams.producer import BatchPublisher, OutgoingRecord, RecordsNotConfirmed
 from streams.runtime.errors import ProcessorCannotRun, SinkUnavailable
 from streams.runtime.processor import InvalidMessage, Processor, Record

@@ -24,7 +24,7 @@ engine refusing a point) go to the runtime as they are (retried, then the record
 alone is dead-lettered).
 
 After a batch is applied, the live projection (`create`) notes the batch's `outbox_seq` headers as
-applied (`memstream.memory.outbox.AppliedOutbox`), so that what the broker loses before the
+applied (`streams.relays.memory_entries.AppliedOutbox`), so that what the broker loses before the
 projection applied it is published again from Postgres (`EntriesOutboxRelay.republish_unapplied`).
 That note is best effort: when Postgres cannot take it, a warning is logged and the batch still
 completes (its records are then merely published again after a broker loss).
@@ -41,13 +41,13 @@ from pydantic import ValidationError
 
 from core.config import Settings
 from core.embeddings.base import Embedder, SparseEncoder
+from core.memory.models import EntryEvent, MemoryEntry, parse_entry_key
 from core.stores.vectors import CollectionRef, IndexPoint, VectorIndex
 from memstream.engines import Engines
-from memstream.memory.models import EntryEvent, MemoryEntry, parse_entry_key
-from memstream.memory.outbox import AppliedOutbox, outbox_seqs
 from sinks.embeddings.bm25 import Bm25Sparse
 from sinks.embeddings.factory import build_embedder
 from sinks.qdrant.factory import build_index
+from streams.relays.memory_entries import AppliedOutbox, outbox_seqs
 from streams.runtime.errors import SinkUnavailable
 from streams.runtime.outages import is_outage
 from streams.runtime.processor import InvalidMessage, Processor, Record

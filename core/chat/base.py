@@ -23,8 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import MemstreamError
 from core.journal.models import Id, Message
+from core.memory.models import Category
 from core.summaries.models import Summary
-from memstream.memory.models import Category
 
 RAW_TEXT_LIMIT = 2_000
 FACT_KEY_MAX_CHARS = 200  # the agent-memory key limit

@@ -17,8 +17,8 @@ from typing import Any
 
 from core.chat.base import ChatMessage
 from core.journal.models import Message
+from core.memory.models import CATEGORIES
 from core.summaries.models import Summary
-from memstream.memory.models import CATEGORIES
 
 SUMMARY_PROMPT_VERSION = "summary-v1"
 FACTS_PROMPT_VERSION = "facts-v1"

@@ -21,20 +21,20 @@ import asyncpg
 
 from core.config import Settings
 from core.embeddings.base import Embedder, SparseEncoder
+from core.memory.agents import AgentService
+from core.memory.clock import Clock, utc_now
+from core.memory.pinned import NoPinnedFacts, PinnedFactsProvider
+from core.memory.pinning import MemoryPinnedFacts
+from core.memory.recall import Recaller
+from core.memory.service import MemoryService
+from core.memory.tools import MemoryTools
 from core.stores.journal import Journal
 from core.stores.vectors import VectorIndex
 from core.summaries.layered import CachedSummaryReader
 from core.summaries.models import SummaryReader
 from core.threads import ThreadService
+from core.transcripts.tools import JournalTools
 from core.turn_context import ContextReader
-from memstream.memory.agents import AgentService
-from memstream.memory.clock import Clock, utc_now
-from memstream.memory.pinning import MemoryPinnedFacts
-from memstream.memory.recall import Recaller
-from memstream.memory.service import MemoryService
-from memstream.memory.tools import MemoryTools
-from memstream.pinned import NoPinnedFacts, PinnedFactsProvider
-from memstream.transcripts.tools import JournalTools
 from sinks.objectstore.health import ObjectStoreProbe
 from sinks.objectstore.summaries import ObjectStoreSummaryReader
 from sinks.postgres.threads import PostgresThreadStore

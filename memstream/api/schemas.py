@@ -8,9 +8,9 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, WithJsonSchema
 
 from core.journal.models import Id, Message, NewMessage
+from core.memory.models import Category, MemoryEntry
+from core.memory.tools import ToolSpec
 from core.threads import MAX_METADATA_BYTES, MAX_WINDOW_MESSAGES, Thread
-from memstream.memory.models import Category, MemoryEntry
-from memstream.memory.tools import ToolSpec
 
 JsonObject = Annotated[
     Any,

@@ -9,10 +9,7 @@ from core.auth import Principal
 from core.errors import JournalFenced, JournalUnavailable, NotFound
 from core.journal.models import Message, NewMessage, ToolCall
 from core.journal.tokens import count_tokens
-from core.summaries.models import SummaryUnavailable, summary_key
-from core.threads import ThreadService
-from core.turn_context import SUMMARY_PREFIX, ContextReader, drop_orphan_tool_results, to_context_message
-from memstream.pinned import (
+from core.memory.pinned import (
     PINNED_CLOSE,
     PINNED_DISCLAIMER,
     PINNED_OPEN,
@@ -21,6 +18,9 @@ from memstream.pinned import (
     PinnedFact,
     PinnedFactsProvider,
 )
+from core.summaries.models import SummaryUnavailable, summary_key
+from core.threads import ThreadService
+from core.turn_context import SUMMARY_PREFIX, ContextReader, drop_orphan_tool_results, to_context_message
 from sinks.objectstore.summaries import ObjectStoreSummaryReader, open_object_store
 from sinks.postgres.threads import PostgresThreadStore
 from sinks.slatedb.journal import SlateJournal

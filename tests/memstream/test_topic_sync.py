@@ -22,9 +22,8 @@ import pytest
 
 from core.config import Settings
 from core.journal.models import NewMessage, ThreadRef
+from core.memory.service import MemoryService
 from core.stores.vectors import CollectionRef
-from memstream.memory.outbox import AppliedOutbox, EntriesOutboxRelay
-from memstream.memory.service import MemoryService
 from memstream.relay import Relay
 from memstream.topic_sync import EntriesTopicGuard, JournalTopicGuard, TopicSync, compaction_guards
 from processors.clickhouse_projection import ClickHouseProjection
@@ -37,12 +36,13 @@ from sinks.qdrant.edge import QdrantEdgeIndex
 from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.identity import fingerprint
+from streams.relays.memory_entries import AppliedOutbox, EntriesOutboxRelay
 from streams.runtime import RuntimeOptions
 from streams.runtime.app import ProcessorRuntime
 from streams.runtime.processor import group_id
 from streams.sequencing import stamp_of
 from streams.topics import load_topics
-from tests.memstream.memory.helpers import FakeClock, scope
+from tests.core.memory.helpers import FakeClock, scope
 from tests.memstream.own_broker import OwnBroker, own_broker
 from tests.memstream.relay_support import consume_from_start
 

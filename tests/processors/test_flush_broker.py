@@ -19,11 +19,11 @@ from core.chat.base import (
 from core.chat.offline import OfflineChatModel
 from core.config import Settings
 from core.journal.models import Message, NewMessage, ThreadRef
-from memstream.memory.agents import AgentRef, AgentService
-from memstream.memory.models import MemoryEntry
-from memstream.memory.pinning import MemoryPinnedFacts
-from memstream.memory.service import MemoryService
-from memstream.pinned import MemoryScope
+from core.memory.agents import AgentRef, AgentService
+from core.memory.models import MemoryEntry
+from core.memory.pinned import MemoryScope
+from core.memory.pinning import MemoryPinnedFacts
+from core.memory.service import MemoryService
 from processors.flush import NAME, OUTPUT_TOPIC, SOURCE_TOPIC, Flush, NeedsNode, create
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool

@@ -15,18 +15,18 @@ import asyncpg
 import pytest
 
 from core.config import Settings
+from core.memory.service import MemoryService
 from core.stores.vectors import CollectionRef
 from memstream.engines import Engines
-from memstream.memory.outbox import ENTRIES_TOPIC, EntriesOutboxRelay
-from memstream.memory.service import MemoryService
 from memstream.ops.progress import Progress
 from memstream.ops.rebuild import RebuildFailed, rebuild_qdrant
 from processors.qdrant_projection import QdrantProjection
 from sinks.qdrant.edge import QdrantEdgeIndex
 from sinks.qdrant.generations import generation_of
 from streams.admin import apply_topics
+from streams.relays.memory_entries import ENTRIES_TOPIC, EntriesOutboxRelay
 from streams.topics import load_topics
-from tests.memstream.memory.helpers import scope
+from tests.core.memory.helpers import scope
 from tests.memstream.ops.live_projection import LiveProjection, eventually
 
 MODEL = "all-MiniLM-L6-v2-int8"
