@@ -3,7 +3,7 @@
 Start-up order: Postgres schema, topics (topics.yaml), the journal (this fences any previous
 writer), the relay (resuming from its durable cursor; when the broker's topic is not the one the
 cursor was confirmed on - the memory-only embedded broker lost it, or another node's relay moved
-the cursor - from the lowest progress of the journal's consumer groups, `memstream.topic_sync`,
+the cursor - from the lowest progress of the journal's consumer groups, `streams.topic_sync`,
 which also re-checks every few seconds), the agent-memory outbox relay, the
 processors (sharing the process's single index and embedding model with recall: `Engines`; run
 by a `ProcessorSupervisor`, so the admin API can pause and resume one, a crashed one is restarted
@@ -46,15 +46,7 @@ from memstream.ops.admin_token import ensure_admin_token
 from memstream.ops.progress import ProgressCallback
 from memstream.ops.rebuild import rebuild_clickhouse, rebuild_qdrant
 from memstream.permissions import restrict_dir, restrict_umask
-from memstream.relay import JOURNAL_TOPIC, Relay
 from memstream.shutdown import StopSignals
-from memstream.topic_sync import (
-    EntriesTopicGuard,
-    JournalTopicGuard,
-    TopicSync,
-    compaction_guards,
-    in_admin_thread,
-)
 from processors.compaction_recovery import CompactionRecovery
 from processors.compaction_recovery import create as create_recovery
 from processors.registry import consumers_of, create_processor, processor_names
@@ -65,9 +57,17 @@ from sinks.postgres.progress import PostgresProgress
 from sinks.redis.summary_cache import RedisSummaryCache
 from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
+from streams.relays.journal import JOURNAL_TOPIC, Relay
 from streams.relays.memory_entries import EntriesOutboxRelay
 from streams.runtime.processor import group_id
 from streams.runtime.supervisor import ProcessorSupervisor
+from streams.topic_sync import (
+    EntriesTopicGuard,
+    JournalTopicGuard,
+    TopicSync,
+    compaction_guards,
+    in_admin_thread,
+)
 from streams.topics import load_topics
 
 log = logging.getLogger("memstream.node")

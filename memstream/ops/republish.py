@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from core.errors import InvalidInput, MemstreamError
 from core.stores.journal import Journal
 from memstream.ops.progress import Progress, ProgressCallback, no_progress
-from memstream.relay import Relay
+from streams.relays.journal import Relay
 
 
 class RepublishStalled(MemstreamError):

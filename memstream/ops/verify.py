@@ -36,7 +36,7 @@ from core.journal.models import ThreadRef
 from core.stores.journal import Journal
 from core.stores.transcripts import ThreadCount, TranscriptStore
 from memstream.ops.progress import Progress, ProgressCallback, no_progress
-from memstream.relay import Relay
+from streams.relays.journal import Relay
 
 ThreadKey = tuple[str, str]  # (account_id, thread_id)
 DiffKind = Literal["missing_thread", "fewer", "more", "unknown_thread"]

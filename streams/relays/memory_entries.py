@@ -16,7 +16,7 @@ Contract:
 - Broker loss: the qdrant-projection records the `outbox_seq`s it applied
   (`record_applied`, into `memory_outbox_applied`); every round deletes the rows found in both
   tables. So `memory_outbox_published` holds what the broker confirmed and the projection has not
-  applied yet. When the broker lost `memory.entries` (`memstream.topic_sync`),
+  applied yet. When the broker lost `memory.entries` (`streams.topic_sync`),
   `republish_unapplied` moves those rows back into the outbox (same seqs, so before newer rows):
   they are published again and the projection catches up by itself.
 - Per-entry order: the rows of one entry are in its commit order (each write locks the entry

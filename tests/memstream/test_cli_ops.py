@@ -18,7 +18,7 @@ from core.config import Settings
 from memstream.cli import _follow_lag, main
 from memstream.embedded.process import free_port
 from tests.memstream.node_process import RunningNode, node_env, running_node
-from tests.memstream.relay_support import journal_seqs
+from tests.streams.relays.support import journal_seqs
 
 
 class Node(RunningNode):

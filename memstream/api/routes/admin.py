@@ -50,7 +50,7 @@ from memstream.ops.replay_from import parse_replay_from
 from memstream.ops.replay_run import processor_status, run_replay
 from memstream.ops.republish import check_from_seq, republish
 from memstream.ops.verify import verify
-from memstream.relay import Relay
+from streams.relays.journal import Relay
 from streams.runtime.supervisor import ProcessorSupervisor
 
 log = logging.getLogger("memstream.admin")

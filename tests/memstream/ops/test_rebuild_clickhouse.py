@@ -18,11 +18,11 @@ from core.stores.transcripts import TranscriptStore
 from memstream.engines import Engines
 from memstream.ops.progress import Progress
 from memstream.ops.rebuild import RebuildFailed, rebuild_clickhouse
-from memstream.relay import DEFAULT_CURSOR, JOURNAL_TOPIC, Relay
 from processors import clickhouse_projection
 from sinks.clickhouse.schema import COLUMNS
 from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
+from streams.relays.journal import DEFAULT_CURSOR, JOURNAL_TOPIC, Relay
 from streams.runtime.processor import Record
 from streams.topics import load_topics
 from tests.memstream.ops.live_projection import LiveProjection, eventually

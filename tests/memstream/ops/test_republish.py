@@ -8,7 +8,7 @@ import pytest
 from core.config import Settings
 from memstream.ops.progress import Progress
 from memstream.ops.republish import RepublishIncomplete, RepublishStalled, republish
-from memstream.relay import Relay
+from streams.relays.journal import Relay
 
 
 class FakeJournal:

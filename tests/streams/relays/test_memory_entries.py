@@ -23,8 +23,8 @@ from streams.relays.memory_entries import RELAY_LOCK_KEY, AppliedOutbox, Entries
 from streams.topics import load_topics
 from tests.core.memory.helpers import FakeClock, outbox, scope
 from tests.memstream.own_broker import own_broker
-from tests.memstream.relay_support import consume_from_start, relay_settings_on
 from tests.private_postgres import private_postgres
+from tests.streams.relays.support import consume_from_start, relay_settings_on
 
 REGISTRY = load_topics()
 SPEC = REGISTRY.get("memory.entries")

@@ -15,15 +15,15 @@ from confluent_kafka import Message as KafkaMessage
 
 from core.config import Settings
 from core.journal.models import Message, NewMessage, ThreadRef
-from memstream.relay import Relay
 from sinks.postgres.progress import PostgresProgress
 from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.events import decode_message
+from streams.relays.journal import Relay
 from streams.sequencing import PartitionBounds, Stamp, partition_for, stamp_of
 from streams.topics import load_topics
 from tests.memstream.own_broker import own_broker
-from tests.memstream.relay_support import consume_from_start, relay_settings_on
+from tests.streams.relays.support import consume_from_start, relay_settings_on
 
 PARTITIONS = 6  # journal.messages in topics.yaml
 

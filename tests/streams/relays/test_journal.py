@@ -19,12 +19,12 @@ from core.config import Settings
 from core.journal.models import Message, NewMessage, ThreadRef
 from memstream.embedded import services
 from memstream.embedded.process import free_port
-from memstream.relay import Relay, RelayDeliveryError, RelayLag
 from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.events import MESSAGE_ID_HEADER, decode_message, header
+from streams.relays.journal import Relay, RelayDeliveryError, RelayLag
 from streams.topics import load_topics
-from tests.memstream.relay_support import consume_from_start, relay_settings_on
+from tests.streams.relays.support import consume_from_start, relay_settings_on
 
 REGISTRY = load_topics()
 

@@ -24,8 +24,6 @@ from core.config import Settings
 from core.journal.models import NewMessage, ThreadRef
 from core.memory.service import MemoryService
 from core.stores.vectors import CollectionRef
-from memstream.relay import Relay
-from memstream.topic_sync import EntriesTopicGuard, JournalTopicGuard, TopicSync, compaction_guards
 from processors.clickhouse_projection import ClickHouseProjection
 from processors.qdrant_projection import QdrantProjection
 from sinks.clickhouse.store import ClickHouseTranscriptStore
@@ -36,15 +34,17 @@ from sinks.qdrant.edge import QdrantEdgeIndex
 from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.identity import fingerprint
+from streams.relays.journal import Relay
 from streams.relays.memory_entries import AppliedOutbox, EntriesOutboxRelay
 from streams.runtime import RuntimeOptions
 from streams.runtime.app import ProcessorRuntime
 from streams.runtime.processor import group_id
 from streams.sequencing import stamp_of
+from streams.topic_sync import EntriesTopicGuard, JournalTopicGuard, TopicSync, compaction_guards
 from streams.topics import load_topics
 from tests.core.memory.helpers import FakeClock, scope
 from tests.memstream.own_broker import OwnBroker, own_broker
-from tests.memstream.relay_support import consume_from_start
+from tests.streams.relays.support import consume_from_start
 
 OPTIONS = RuntimeOptions(
     session_timeout_s=2.0,

@@ -58,9 +58,9 @@ import asyncpg
 from core.config import Settings
 from core.errors import JournalFenced
 from core.stores.journal import Journal
-from memstream.relay import JOURNAL_TOPIC, Relay
 from streams.admin import TopicAdminError, apply_topics
 from streams.identity import fingerprint, topic_identity
+from streams.relays.journal import JOURNAL_TOPIC, Relay
 from streams.relays.memory_entries import ENTRIES_TOPIC, EntriesOutboxRelay
 from streams.topics import TopicRegistry, default_registry, topic_name
 
