@@ -28,11 +28,12 @@ import redis
 
 from bench.topic_consumer import consumer_from_start
 from core.config import Settings
+from core.stores.thresholds import ThreadScope
 from core.summaries.models import SummaryUnavailable, parse_summary, summary_key
 from faults.ledger import Conversation, LedgerView, ServerError
 from memstream.ops.node_client import NodeClient, run_stream
 from processors.thresholds import Counters, advance
-from sinks.redis.thresholds import GUARD_TTL_S, ThreadScope
+from sinks.redis.thresholds import GUARD_TTL_S
 from streams.topics import load_topics
 
 

@@ -44,11 +44,11 @@ from datetime import UTC, datetime, timedelta
 from confluent_kafka import KafkaError
 
 from core.config import Settings
+from core.stores.thresholds import ThreadScope
 from memstream.engines import Engines
 from processors.thresholds import RequestNotDelivered, Thresholds
 from processors.thresholds import create as create_thresholds
 from sinks.postgres.compactions import OpenCompaction, PostgresCompactions
-from sinks.redis.thresholds import ThreadScope
 from streams.producer import RecordsNotConfirmed
 
 log = logging.getLogger("memstream.compaction_recovery")

@@ -56,6 +56,7 @@ from core.config import Settings
 from core.errors import JournalUnavailable, MemstreamError
 from core.journal.models import Id, Message, ThreadRef
 from core.stores.journal import Journal
+from core.stores.thresholds import ThreadScope
 from core.summaries.models import (
     Summary,
     SummaryStore,
@@ -68,7 +69,7 @@ from memstream.engines import Engines
 from processors.thresholds import NeedsNodeJournal, open_store
 from sinks.postgres.compactions import PostgresCompactions
 from sinks.redis.locks import Lease, RedisLocks
-from sinks.redis.thresholds import ThreadScope, ThresholdStore
+from sinks.redis.thresholds import ThresholdStore
 from streams.runtime.errors import SinkUnavailable
 from streams.runtime.processor import InvalidMessage, Processor, Record
 

@@ -49,10 +49,11 @@ from typing import Any, Literal
 from core.config import Settings
 from core.journal.models import Message, ThreadRef
 from core.stores.journal import Journal
+from core.stores.thresholds import Outcome, ThreadScope
 from core.summaries.models import SummaryWriter
 from memstream.engines import Engines
 from sinks.postgres.compactions import PostgresCompactions
-from sinks.redis.thresholds import DEFAULT_NAMESPACE, Outcome, ThreadScope, ThresholdStore
+from sinks.redis.thresholds import DEFAULT_NAMESPACE, ThresholdStore
 from streams.events import InvalidEvent, decode_message
 from streams.producer import BatchPublisher, OutgoingRecord, RecordsNotConfirmed
 from streams.runtime.errors import ProcessorCannotRun, SinkUnavailable

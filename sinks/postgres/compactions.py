@@ -32,7 +32,7 @@ from typing import Any
 import asyncpg
 
 from core.journal.models import ThreadRef
-from sinks.redis.thresholds import ThreadScope
+from core.stores.thresholds import ThreadScope
 
 _KEY = "environment = $1 AND account_id = $2 AND agent_id = $3 AND thread_id = $4"
 

@@ -13,7 +13,7 @@ Contract:
 - Per-thread order follows seq order: one thread = one key = one partition, and the idempotent
   producer writes a partition in produce order. Records do not expire while the broker is away
   (`message.timeout.ms=0`); the relay waits, logs, and retries.
-- Progress facts (`streams.sequencing`): the relay chooses each message's partition itself
+- Progress facts (`core.sequencing`): the relay chooses each message's partition itself
   (`partition_for`, the producer's own default mapping; the partition count is read from the
   broker's metadata) and stamps each record with `seq`, `prev_seq` and `partitions` headers. A
   pass starts at the cursor it resumes from (after a rewind or a restart); within a pass,
@@ -44,14 +44,16 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from core.config import Settings
 from core.errors import JournalFenced, MemstreamError
 from core.journal.models import Message
+from core.sequencing import PartitionBounds, Stamp
 from core.stores.journal import Journal
+from core.stores.progress import BoundsStore
 from streams.events import encode_message
 from streams.producer import (
     DeliveryAborted,
@@ -61,7 +63,7 @@ from streams.producer import (
     make_producer,
     produce_and_confirm,
 )
-from streams.sequencing import PartitionBounds, Stamp, stamp_headers
+from streams.sequencing import stamp_headers
 from streams.topics import TopicRegistry, topic_name
 
 log = logging.getLogger("memstream.relay")
@@ -93,14 +95,6 @@ class RelayAborted(MemstreamError):
     """The relay was stopped while a batch was unconfirmed; the cursor was not advanced."""
 
     code = "relay_aborted"
-
-
-class BoundsStore(Protocol):
-    """Where the relay keeps its `PartitionBounds` (`sinks.postgres.progress.PostgresProgress`)."""
-
-    async def save_bounds(self, topic: str, bounds: PartitionBounds) -> None: ...
-
-    async def load_bounds(self, topic: str, partitions: int) -> PartitionBounds | None: ...
 
 
 @dataclass(frozen=True)

@@ -22,12 +22,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from core.config import Settings, mask_url
+from core.stores.progress import ProgressStore
 from memstream.shutdown import StopSignals
 from streams.runtime.app import ProcessorRuntime
 from streams.runtime.errors import ProcessorCrashed, UnknownProcessor
 from streams.runtime.options import RuntimeOptions
 from streams.runtime.processor import Processor
-from streams.runtime.progress import ProgressStore
 from streams.runtime.supervisor import ProcessorSupervisor
 from streams.topics import TopicRegistry
 

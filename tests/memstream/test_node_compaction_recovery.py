@@ -19,10 +19,10 @@ import asyncpg
 import httpx
 
 from core.config import Settings
+from core.stores.thresholds import ThreadScope
 from memstream.embedded.bootstrap import create_key
 from memstream.embedded.process import free_port
 from processors.thresholds import open_store
-from sinks.redis.thresholds import ThreadScope
 from tests.memstream.node_process import node_env, node_process
 from tests.processors.test_thresholds_node import forget_counters
 

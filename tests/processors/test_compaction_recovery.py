@@ -18,6 +18,7 @@ import pytest
 from core.chat.offline import OfflineChatModel
 from core.config import Settings
 from core.journal.models import Message
+from core.stores.thresholds import ThreadScope
 from core.summaries.layered import CachedSummaryWriter, MonotonicSummaryStore
 from processors.compaction_recovery import CompactionRecovery, requests_lost
 from processors.summarizer import Summarizer
@@ -26,7 +27,7 @@ from sinks.objectstore.summaries import ObjectStoreSummaryWriter
 from sinks.postgres.compactions import PostgresCompactions, PostgresSummaryVersions
 from sinks.redis.locks import RedisLocks
 from sinks.redis.summary_cache import RedisSummaryCache
-from sinks.redis.thresholds import ThreadScope, ThresholdStore
+from sinks.redis.thresholds import ThresholdStore
 from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.runtime.processor import Record

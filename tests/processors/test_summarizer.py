@@ -20,6 +20,7 @@ from core.chat.base import ChatModel, ModelUnavailable, SummaryDraft
 from core.chat.offline import OfflineChatModel
 from core.config import Settings
 from core.journal.models import Message, NewMessage, Role, ThreadRef
+from core.stores.thresholds import ThreadScope
 from core.summaries.layered import CachedSummaryWriter, MonotonicSummaryStore
 from core.summaries.models import Summary, summarization_lock_name, summary_version_key
 from processors.summarizer import (
@@ -38,7 +39,7 @@ from sinks.postgres.compactions import PostgresCompactions, PostgresSummaryVersi
 from sinks.redis.client import redis_client
 from sinks.redis.locks import RedisLocks
 from sinks.redis.summary_cache import RedisSummaryCache
-from sinks.redis.thresholds import ThreadScope, ThresholdStore
+from sinks.redis.thresholds import ThresholdStore
 from sinks.slatedb.journal import SlateJournal
 from streams.runtime.processor import InvalidMessage, Record
 from tests.processors.threshold_support import threshold_store

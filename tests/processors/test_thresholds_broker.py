@@ -15,13 +15,14 @@ import pytest
 
 from core.config import Settings
 from core.journal.models import Message, NewMessage, Role, ThreadRef
+from core.stores.thresholds import ThreadScope
 from core.summaries.models import Summary
 from processors.thresholds import NAME, OUTPUT_TOPIC, Counters, Thresholds, advance, create
 from sinks.objectstore.summaries import ObjectStoreSummaryWriter
 from sinks.postgres.compactions import PostgresCompactions
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
-from sinks.redis.thresholds import ThreadScope, ThresholdStore
+from sinks.redis.thresholds import ThresholdStore
 from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.events import encode_message

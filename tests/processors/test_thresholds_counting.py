@@ -20,10 +20,11 @@ from pydantic import SecretStr
 
 from core.config import Settings
 from core.journal.models import Message, NewMessage, ThreadRef
+from core.stores.thresholds import Outcome, ThreadScope
 from core.summaries.models import Summary
 from processors.thresholds import Counters, Thresholds, crossing, fold
 from sinks.objectstore.summaries import ObjectStoreSummaryWriter
-from sinks.redis.thresholds import Outcome, ThreadScope, ThresholdStore
+from sinks.redis.thresholds import ThresholdStore
 from sinks.slatedb.journal import SlateJournal
 from tests.processors.threshold_support import threshold_store, wipe
 

@@ -1,4 +1,4 @@
-"""The relay's progress facts (streams.sequencing) on a real journal, real brokers and real Postgres:
+"""The relay's progress facts (core.sequencing) on a real journal, real brokers and real Postgres:
 explicit partitions, stamps, stored bounds, passes."""
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ from confluent_kafka import Message as KafkaMessage
 
 from core.config import Settings
 from core.journal.models import Message, NewMessage, ThreadRef
+from core.sequencing import PartitionBounds, Stamp, partition_for
 from sinks.postgres.progress import PostgresProgress
 from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.events import decode_message
 from streams.relays.journal import Relay
-from streams.sequencing import PartitionBounds, Stamp, partition_for, stamp_of
+from streams.sequencing import stamp_of
 from streams.topics import load_topics
 from tests.memstream.own_broker import own_broker
 from tests.streams.relays.support import consume_from_start, relay_settings_on

@@ -1,4 +1,4 @@
-"""Progress facts through the journal (streams.sequencing): stamps, bounds, lifting, and a simulation
+"""Progress facts through the journal (core.sequencing): stamps, bounds, lifting, and a simulation
 checking that a group's stored progress never claims a seq it did not process."""
 
 from __future__ import annotations
@@ -12,17 +12,11 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from core.sequencing import Mark, PartitionBounds, Stamp, lift, partition_for
+from core.stores.progress import GroupProgress, TopicProgress
 from streams.runtime.processor import Record
-from streams.runtime.progress import GroupProgress, ProgressTracker, TopicProgress
-from streams.sequencing import (
-    Mark,
-    PartitionBounds,
-    Stamp,
-    lift,
-    partition_for,
-    stamp_headers,
-    stamp_of,
-)
+from streams.runtime.progress import ProgressTracker
+from streams.sequencing import stamp_headers, stamp_of
 
 
 def test_partition_for_is_the_producers_default_partitioner(broker: str) -> None:
