@@ -50,7 +50,7 @@ from memstream.embedded import services
 from memstream.embedded.bootstrap import create_key
 from memstream.embedded.process import ManagedProcess, free_port
 from memstream.embedded.supervisor import http_ok
-from processors.registry import consumers_of
+from memstream.wiring.processors import consumers_of
 from sinks.postgres.progress import PostgresProgress
 from sinks.slatedb.journal import SlateJournal
 from streams.relays.journal import JOURNAL_TOPIC

@@ -175,7 +175,7 @@ def topics_list() -> None:
 @click.option("--list", "list_only", is_flag=True, help="List the processors that can run.")
 def worker(name: str | None, list_only: bool) -> None:
     """Run one processor alone (its own consumer group) until Ctrl-C."""
-    from processors.registry import processor_names
+    from memstream.wiring.processors import processor_names
     from streams.runtime.worker import run_worker
 
     names = processor_names()

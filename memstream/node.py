@@ -40,16 +40,16 @@ from memstream.api.access_log import log_config
 from memstream.api.app import create_app
 from memstream.api.deps import MemoryDeps, build_api_deps
 from memstream.api.routes.admin import AdminDeps, Rebuilder, admin_router
-from memstream.engines import Engines
 from memstream.fencing import watch_fence
 from memstream.ops.admin_token import ensure_admin_token
 from memstream.ops.progress import ProgressCallback
 from memstream.ops.rebuild import rebuild_clickhouse, rebuild_qdrant
 from memstream.permissions import restrict_dir, restrict_umask
 from memstream.shutdown import StopSignals
+from memstream.wiring.engines import Engines
+from memstream.wiring.processors import consumers_of, create_processor, processor_names
 from processors.compaction_recovery import CompactionRecovery
 from processors.compaction_recovery import create as create_recovery
-from processors.registry import consumers_of, create_processor, processor_names
 from sinks.objectstore.health import ObjectStoreProbe
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool

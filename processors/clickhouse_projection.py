@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from core.config import Settings
 from core.journal.models import Message
 from core.stores.transcripts import TranscriptRow, TranscriptStore, TranscriptUnavailable
-from memstream.engines import Engines
+from memstream.wiring.engines import Engines
 from sinks.clickhouse.factory import build_transcript_store
 from streams.events import InvalidEvent, decode_message
 from streams.runtime.errors import SinkUnavailable

@@ -45,7 +45,7 @@ from confluent_kafka import KafkaError
 
 from core.config import Settings
 from core.stores.thresholds import ThreadScope
-from memstream.engines import Engines
+from memstream.wiring.engines import Engines
 from processors.thresholds import RequestNotDelivered, Thresholds
 from processors.thresholds import create as create_thresholds
 from sinks.postgres.compactions import OpenCompaction, PostgresCompactions

@@ -57,7 +57,7 @@ from core.memory.models import Provenance
 from core.memory.pinned import MemoryScope
 from core.memory.service import MemoryService
 from core.stores.journal import Journal
-from memstream.engines import Engines
+from memstream.wiring.engines import Engines
 from streams.producer import BatchPublisher, OutgoingRecord, RecordsNotConfirmed
 from streams.runtime.errors import ProcessorCannotRun, SinkUnavailable
 from streams.runtime.processor import InvalidMessage, Processor, Record

@@ -43,7 +43,7 @@ from core.config import Settings
 from core.embeddings.base import Embedder, SparseEncoder
 from core.memory.models import EntryEvent, MemoryEntry, parse_entry_key
 from core.stores.vectors import CollectionRef, IndexPoint, VectorIndex
-from memstream.engines import Engines
+from memstream.wiring.engines import Engines
 from sinks.embeddings.bm25 import Bm25Sparse
 from sinks.embeddings.factory import build_embedder
 from sinks.qdrant.factory import build_index

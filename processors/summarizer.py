@@ -65,7 +65,7 @@ from core.summaries.models import (
     SummaryWriteFailed,
     summarization_lock_name,
 )
-from memstream.engines import Engines
+from memstream.wiring.engines import Engines
 from processors.thresholds import NeedsNodeJournal, open_store
 from sinks.postgres.compactions import PostgresCompactions
 from sinks.redis.locks import Lease, RedisLocks

@@ -51,7 +51,7 @@ from core.journal.models import Message, ThreadRef
 from core.stores.journal import Journal
 from core.stores.thresholds import Outcome, ThreadScope
 from core.summaries.models import SummaryWriter
-from memstream.engines import Engines
+from memstream.wiring.engines import Engines
 from sinks.postgres.compactions import PostgresCompactions
 from sinks.redis.thresholds import DEFAULT_NAMESPACE, ThresholdStore
 from streams.events import InvalidEvent, decode_message

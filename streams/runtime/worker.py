@@ -32,7 +32,7 @@ from streams.runtime.supervisor import ProcessorSupervisor
 from streams.topics import TopicRegistry
 
 if TYPE_CHECKING:
-    from processors.registry import ProcessorFactory
+    from memstream.wiring.processors import ProcessorFactory
 
 log = logging.getLogger("memstream.runtime")
 
@@ -132,12 +132,12 @@ def run_worker(
     """Run the registered processor `name` alone until SIGINT/SIGTERM (`memstream worker NAME`).
 
     It runs under a `ProcessorSupervisor`, like the node's processors: a crash restarts it with
-    backoff instead of ending the worker. `processors` defaults to `processors.registry.PROCESSORS`.
+    backoff instead of ending the worker. `processors` defaults to `memstream.wiring.processors.PROCESSORS`.
     Raises `UnknownProcessor` (listing the registered names) before connecting to anything, and
     `ProcessorCrashed` when the processor cannot run here at all (`ProcessorCannotRun` from its
     `start()`, e.g. a processor that needs the node).
     """
-    from processors.registry import PROCESSORS, create_processor  # processors depend on this package
+    from memstream.wiring.processors import PROCESSORS, create_processor  # processors depend on this package
 
     factories = PROCESSORS if processors is None else processors
     if name not in factories:

@@ -12,8 +12,8 @@ from qdrant_client.http.exceptions import UnexpectedResponse
 
 from core.config import Settings
 from core.stores.vectors import CollectionRef, IndexFilter, IndexPoint, IndexUnavailable
+from memstream.wiring.processors import PROCESSORS, create_processor
 from processors.qdrant_projection import NAME, QdrantProjection, create, entry_payload, plan
-from processors.registry import PROCESSORS, create_processor
 from sinks.embeddings.bm25 import Bm25Sparse
 from sinks.embeddings.minilm import OfflineMiniLM
 from sinks.qdrant.edge import QdrantEdgeIndex
@@ -161,7 +161,7 @@ def test_a_worker_alone_opens_and_closes_its_own_index(tmp_path: Path) -> None:
 
 
 async def test_with_the_node_engines_the_index_is_shared_and_left_open(tmp_path: Path) -> None:
-    from memstream.engines import Engines
+    from memstream.wiring.engines import Engines
 
     engines = Engines(Settings(data_dir=tmp_path))
     processor = create_processor(NAME, Settings(data_dir=tmp_path), engines=engines)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from core.config import Settings
-from memstream.engines import Engines
-from processors.registry import ProcessorFactory
+from memstream.wiring.engines import Engines
+from memstream.wiring.processors import ProcessorFactory
 from streams.runtime import (
     ProcessorCrashed,
     Record,

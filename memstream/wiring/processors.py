@@ -15,7 +15,7 @@ from streams.runtime.errors import UnknownProcessor
 from streams.runtime.processor import Processor
 
 if TYPE_CHECKING:
-    from memstream.engines import Engines
+    from memstream.wiring.engines import Engines
 
 ProcessorFactory = Callable[[Settings, "Engines | None"], Processor]
 """Builds a processor. With `engines` (the node), shared engines are used and left open; without

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.config import Settings
-from processors.registry import (
+from memstream.wiring.processors import (
     PROCESSORS,
     SOURCES,
     ProcessorFactory,
