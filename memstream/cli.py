@@ -176,7 +176,7 @@ def topics_list() -> None:
 def worker(name: str | None, list_only: bool) -> None:
     """Run one processor alone (its own consumer group) until Ctrl-C."""
     from memstream.wiring.processors import processor_names
-    from streams.runtime.worker import run_worker
+    from memstream.worker import run_worker
 
     names = processor_names()
     if list_only or name is None:
