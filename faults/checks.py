@@ -358,7 +358,8 @@ def read_guards(
     redis_url: str, namespace: str, environment: str, account_id: str, conversations: Iterable[Conversation]
 ) -> dict[str, float]:
     """Held flush-and-summarize guards: thread -> seconds held (from the lease left). `namespace` is
-    the deployment's (`processors.thresholds.store_namespace`); keys as `ThresholdStore.guard_key`."""
+    the deployment's (`memstream.wiring.processors.threshold_namespace`); keys as
+    `ThresholdStore.guard_key`."""
     client = redis.Redis.from_url(redis_url, socket_timeout=5)
     try:
         held = {}

@@ -47,9 +47,8 @@ from memstream.ops.rebuild import rebuild_clickhouse, rebuild_qdrant
 from memstream.permissions import restrict_dir, restrict_umask
 from memstream.shutdown import StopSignals
 from memstream.wiring.engines import Engines
-from memstream.wiring.processors import consumers_of, create_processor, processor_names
+from memstream.wiring.processors import build_recovery, consumers_of, create_processor, processor_names
 from processors.compaction_recovery import CompactionRecovery
-from processors.compaction_recovery import create as create_recovery
 from sinks.objectstore.health import ObjectStoreProbe
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
@@ -175,7 +174,7 @@ async def _serve(
     )
     api_journal: Journal = NotifyingJournal(journal, relay)
     engines = Engines(settings, journal=journal, pool=pool)
-    recovery = create_recovery(
+    recovery = build_recovery(
         settings, engines, created_topics=created_topics, on_topic_missing=topic_missing
     )
     await topic_sync.check(created=created_topics)  # before the relays run

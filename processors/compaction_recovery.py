@@ -43,11 +43,8 @@ from datetime import UTC, datetime, timedelta
 
 from confluent_kafka import KafkaError
 
-from core.config import Settings
 from core.stores.thresholds import ThreadScope
-from memstream.wiring.engines import Engines
 from processors.thresholds import RequestNotDelivered, Thresholds
-from processors.thresholds import create as create_thresholds
 from sinks.postgres.compactions import OpenCompaction, PostgresCompactions
 from streams.producer import RecordsNotConfirmed
 
@@ -240,25 +237,3 @@ class CompactionRecovery:
 
 def _describe(scope: ThreadScope) -> str:
     return f"{scope.environment}/{scope.account_id}/{scope.agent_id}/{scope.thread_id}"
-
-
-def create(
-    settings: Settings,
-    engines: Engines,
-    *,
-    created_topics: Iterable[str] = (),
-    on_topic_missing: Callable[[], Awaitable[None]] | None = None,
-) -> CompactionRecovery:
-    """The node's recovery over its journal and Postgres pool (`engines`); `created_topics` are the
-    topics the node's start-up had to create (every open request is requested again at once when
-    the compaction topics are among them). Does no I/O."""
-    if engines.pool is None or engines.journal is None:
-        raise ValueError("the compaction recovery needs the node's journal and Postgres pool")
-    thresholds = create_thresholds(settings, engines=engines, name=NAME)
-    ledger = PostgresCompactions(engines.pool)
-    return CompactionRecovery(
-        thresholds,
-        ledger,
-        lost_at_start=requests_lost(created_topics),
-        on_topic_missing=on_topic_missing,
-    )

@@ -24,7 +24,9 @@ from core.memory.models import MemoryEntry
 from core.memory.pinned import MemoryScope
 from core.memory.pinning import MemoryPinnedFacts
 from core.memory.service import MemoryService
-from processors.flush import NAME, OUTPUT_TOPIC, SOURCE_TOPIC, Flush, NeedsNode, create
+from memstream.wiring.processors import build_flush
+from processors.errors import NeedsNode
+from processors.flush import NAME, OUTPUT_TOPIC, SOURCE_TOPIC, Flush
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
 from sinks.slatedb.journal import SlateJournal
@@ -222,7 +224,7 @@ async def test_an_invalid_request_is_dead_lettered_before_anything_is_done(
 
 
 def test_outside_the_node_the_processor_refuses_to_start(settings_: Settings) -> None:
-    processor = create(settings_)
+    processor = build_flush(settings_)
     assert processor.name == NAME
     with pytest.raises(NeedsNode, match="runs inside the node"):
         asyncio.run(processor.start())

@@ -23,13 +23,13 @@ from core.journal.models import Message, NewMessage, Role, ThreadRef
 from core.stores.thresholds import ThreadScope
 from core.summaries.layered import CachedSummaryWriter, MonotonicSummaryStore
 from core.summaries.models import Summary, summarization_lock_name, summary_version_key
+from memstream.wiring.processors import build_summarizer
+from processors.errors import NeedsNodeJournal
 from processors.summarizer import (
     LOCK_TTL_S,
     SUMMARY_MAX_TOKENS,
     Summarizer,
-    create,
 )
-from processors.thresholds import NeedsNodeJournal
 from sinks.objectstore.summaries import (
     ObjectStoreSummaryReader,
     ObjectStoreSummaryWriter,
@@ -325,7 +325,7 @@ async def test_an_invalid_record_is_rejected_before_anything_happens(rig: Rig) -
 
 
 def test_outside_the_node_the_summarizer_refuses_to_start(settings_: Settings) -> None:
-    processor = create(settings_)
+    processor = build_summarizer(settings_)
     with pytest.raises(NeedsNodeJournal, match="runs inside the node"):
         asyncio.run(processor.start())
     asyncio.run(processor.stop())
