@@ -132,7 +132,7 @@ def init() -> None:
 @main.command()
 def hygiene() -> None:
     """Run one agent-memory hygiene pass now: expire due entries, decay idle ones."""
-    from core.memory.hygiene import hygiene_once
+    from memstream.hygiene import hygiene_once
 
     report = asyncio.run(hygiene_once(load_settings()))
     click.echo(f"expired {report.expired} entries, decayed {report.decayed} entries")

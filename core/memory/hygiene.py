@@ -6,7 +6,7 @@ days after creation) and lowers by 0.1 (floor 0.1) the importance of `project_fa
 through `MemoryService`, so they reach the index through the `memory.entries` outbox like any
 other change.
 
-It runs three ways: `memstream hygiene` (`hygiene_once(settings)`, one pass), inside the node
+It runs three ways: `memstream hygiene` (`memstream.hygiene.hygiene_once`, one pass), inside the node
 (`run_daily(service, clock, stop)`, once a day at `at` UTC, or every `interval`), and in production
 as a scheduled job running `memstream hygiene`. Running a pass twice in a day changes nothing more:
 the service decays an entry at most once per daily pass (`DECAY_MIN_SPACING`).
@@ -22,11 +22,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from core.config import Settings
-from core.memory.clock import Clock, utc_now
-from core.memory.service import MemoryService
-from sinks.postgres.migrations import migrate
-from sinks.postgres.pool import create_pool
+from core.memory.clock import Clock
 
 log = logging.getLogger("memstream.memory.hygiene")
 
@@ -56,18 +52,6 @@ class HygieneReport(BaseModel):
     ran_at: datetime
     expired: int
     decayed: int
-
-
-async def hygiene_once(settings: Settings, clock: Clock = utc_now) -> HygieneReport:
-    """`memstream hygiene`: one pass against `settings.postgres` (schema migrated first, which is
-    idempotent and safe alongside running nodes). The changes are published by the node's entries
-    outbox relay (rows written here wait in `memory_outbox` until a relay runs)."""
-    pool = await create_pool(settings.postgres, max_size=2)
-    try:
-        await migrate(pool)
-        return await run_hygiene(MemoryService(pool, clock), clock())
-    finally:
-        await pool.close()
 
 
 async def run_hygiene(service: HygieneStore, now: datetime) -> HygieneReport:

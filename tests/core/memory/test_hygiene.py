@@ -1,18 +1,15 @@
-"""Hygiene over the real service (Postgres) with an injected clock, and `hygiene_once(settings)`."""
+"""Hygiene over the real service (Postgres) with an injected clock (`hygiene_once(settings)`:
+tests/memstream/test_hygiene.py)."""
 
 from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from pathlib import Path
 
-import asyncpg
 import pytest
-from pydantic import SecretStr
 
-from core.config import Settings
 from core.errors import NotFound
-from core.memory.hygiene import HygieneReport, hygiene_once, run_daily, run_hygiene
+from core.memory.hygiene import HygieneReport, run_daily, run_hygiene
 from core.memory.service import MemoryService
 
 from .helpers import FakeClock, scope
@@ -79,14 +76,3 @@ async def test_run_daily_over_postgres(service: MemoryService, clock: FakeClock)
         run_daily(service, clock, stop, interval=timedelta(days=1), sleep=sleep, on_report=on_report), 10
     )
     assert [r.expired for r in reports] == [0] * 29 + [1]
-
-
-async def test_hygiene_once_uses_the_settings_database(
-    tmp_path: Path, pg_dsn: str, pool: asyncpg.Pool, service: MemoryService, clock: FakeClock
-) -> None:
-    await put(service, "seen", "observation")
-    settings = Settings(data_dir=tmp_path / "data", environment="test", postgres_dsn=SecretStr(pg_dsn))
-    later = FakeClock(clock.now + timedelta(days=31))
-    report = await hygiene_once(settings, later)
-    assert (report.expired, report.decayed, report.ran_at) == (1, 0, later.now)
-    assert await pool.fetchval("SELECT count(*) FROM memory_entries") == 0
