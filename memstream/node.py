@@ -38,7 +38,6 @@ from core.transcripts.tools import JournalTools
 from memstream import exit_codes
 from memstream.api.access_log import log_config
 from memstream.api.app import create_app
-from memstream.api.deps import MemoryDeps, build_api_deps
 from memstream.api.routes.admin import AdminDeps, Rebuilder, admin_router
 from memstream.fencing import watch_fence
 from memstream.ops.admin_token import ensure_admin_token
@@ -46,6 +45,7 @@ from memstream.ops.progress import ProgressCallback
 from memstream.ops.rebuild import rebuild_clickhouse, rebuild_qdrant
 from memstream.permissions import restrict_dir, restrict_umask
 from memstream.shutdown import StopSignals
+from memstream.wiring.api import build_api_deps, build_memory_deps
 from memstream.wiring.engines import Engines
 from memstream.wiring.processors import build_recovery, consumers_of, create_processor, processor_names
 from processors.compaction_recovery import CompactionRecovery
@@ -178,7 +178,7 @@ async def _serve(
         settings, engines, created_topics=created_topics, on_topic_missing=topic_missing
     )
     await topic_sync.check(created=created_topics)  # before the relays run
-    memory = MemoryDeps.build(pool, engines.embedder(), engines.sparse(), engines.index())
+    memory = build_memory_deps(pool, engines.embedder(), engines.sparse(), engines.index())
     summary_cache = RedisSummaryCache.from_settings(settings)  # Redis: embedded or configured
     transcripts = engines.transcripts()
     try:

@@ -18,8 +18,8 @@ from core.journal.models import NewMessage
 from core.summaries.layered import CachedSummaryReader, CachedSummaryWriter, MonotonicSummaryStore
 from core.summaries.models import SummaryVersionConflict, summary_version_key
 from core.turn_context import SUMMARY_PREFIX
-from memstream.api import build_api_deps
 from memstream.embedded.process import free_port
+from memstream.wiring.api import build_api_deps
 from sinks.objectstore.summaries import ObjectStoreSummaryWriter, open_object_store
 from sinks.postgres.compactions import PostgresSummaryVersions
 from sinks.redis.client import redis_client

@@ -14,7 +14,8 @@ from pydantic import SecretStr
 
 from core.auth import issue_key
 from core.config import Settings
-from memstream.api import ApiDeps, build_api_deps, create_app
+from memstream.api import ApiDeps, create_app
+from memstream.wiring.api import build_api_deps
 from sinks.slatedb.journal import SlateJournal
 
 

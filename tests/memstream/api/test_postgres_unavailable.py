@@ -15,7 +15,8 @@ from pydantic import SecretStr
 
 from core.auth import issue_key
 from core.config import Settings
-from memstream.api import build_api_deps, create_app
+from memstream.api import create_app
+from memstream.wiring.api import build_api_deps
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
 from sinks.slatedb.journal import SlateJournal

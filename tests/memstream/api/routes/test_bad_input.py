@@ -16,8 +16,9 @@ import pytest
 from core.chat.offline import OfflineChatModel
 from core.config import Settings
 from core.transcripts.tools import JournalTools
-from memstream.api import build_api_deps, create_app
+from memstream.api import create_app
 from memstream.api.deps import MemoryDeps
+from memstream.wiring.api import build_api_deps
 from sinks.clickhouse.store import ClickHouseTranscriptStore
 from sinks.slatedb.journal import SlateJournal
 

@@ -7,7 +7,8 @@ import asyncpg
 import httpx
 
 from core.config import S3Settings, Settings
-from memstream.api import build_api_deps, create_app
+from memstream.api import create_app
+from memstream.wiring.api import build_api_deps
 from sinks.slatedb.journal import SlateJournal
 
 

@@ -16,8 +16,9 @@ from core.config import Settings
 from core.stores.transcripts import TranscriptRow
 from core.transcripts.tool_call_view import MAX_PAGE_BYTES
 from core.transcripts.tools import JournalTools
-from memstream.api import ApiDeps, build_api_deps, create_app
+from memstream.api import ApiDeps, create_app
 from memstream.api.deps import MemoryDeps
+from memstream.wiring.api import build_api_deps
 from sinks.clickhouse.store import ClickHouseTranscriptStore
 from sinks.slatedb.journal import SlateJournal
 from tests.sinks.clickhouse.rows import row
