@@ -39,6 +39,7 @@ from memstream import exit_codes
 from memstream.api.access_log import log_config
 from memstream.api.app import create_app
 from memstream.api.routes.admin import AdminDeps, Rebuilder, admin_router
+from memstream.engines import Engines
 from memstream.fencing import watch_fence
 from memstream.ops.admin_token import ensure_admin_token
 from memstream.ops.progress import ProgressCallback
@@ -46,7 +47,6 @@ from memstream.ops.rebuild import rebuild_clickhouse, rebuild_qdrant
 from memstream.permissions import restrict_dir, restrict_umask
 from memstream.shutdown import StopSignals
 from memstream.wiring.api import build_api_deps, build_memory_deps
-from memstream.wiring.engines import Engines
 from memstream.wiring.processors import build_recovery, consumers_of, create_processor, processor_names
 from processors.compaction_recovery import CompactionRecovery
 from sinks.objectstore.health import ObjectStoreProbe

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import time
 
+from memstream.engines import Engines
 from memstream.ops.journal_reading import JournalReading
 from memstream.ops.progress import ProgressCallback
 from memstream.ops.rebuild_base import IDLE_TIMEOUT_S, RebuildFailed, RebuildReport, Reporter, quietly
 from memstream.ops.topic_reader import TopicReader
-from memstream.wiring.engines import Engines
 from streams.relays.journal import DEFAULT_CURSOR, JOURNAL_TOPIC
 
 

@@ -18,7 +18,7 @@ from streams.runtime.errors import UnknownProcessor
 from streams.runtime.processor import Processor
 
 if TYPE_CHECKING:  # the processor modules load on use (each builder imports its own)
-    from memstream.wiring.engines import Engines
+    from memstream.engines import Engines
     from processors.clickhouse_projection import ClickHouseProjection
     from processors.compaction_recovery import CompactionRecovery
     from processors.flush import Flush

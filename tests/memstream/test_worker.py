@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from core.config import Settings
-from memstream.wiring.engines import Engines
+from memstream.engines import Engines
 from memstream.wiring.processors import ProcessorFactory
 from memstream.worker import run_worker
 from streams.runtime import ProcessorCrashed, Record, RuntimeOptions, UnknownProcessor

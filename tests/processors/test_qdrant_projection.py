@@ -161,7 +161,7 @@ def test_a_worker_alone_opens_and_closes_its_own_index(tmp_path: Path) -> None:
 
 
 async def test_with_the_node_engines_the_index_is_shared_and_left_open(tmp_path: Path) -> None:
-    from memstream.wiring.engines import Engines
+    from memstream.engines import Engines
 
     engines = Engines(Settings(data_dir=tmp_path))
     processor = create_processor(NAME, Settings(data_dir=tmp_path), engines=engines)

@@ -15,9 +15,9 @@ import pytest
 from core.config import Settings
 from core.journal.models import NewMessage, ThreadRef, ToolCall
 from core.stores.transcripts import TranscriptStore
+from memstream.engines import Engines
 from memstream.ops.progress import Progress
 from memstream.ops.rebuild import RebuildFailed, rebuild_clickhouse
-from memstream.wiring.engines import Engines
 from processors import clickhouse_projection
 from sinks.clickhouse.schema import COLUMNS
 from sinks.slatedb.journal import SlateJournal

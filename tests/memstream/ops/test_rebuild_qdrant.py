@@ -17,9 +17,9 @@ import pytest
 from core.config import Settings
 from core.memory.service import MemoryService
 from core.stores.vectors import CollectionRef
+from memstream.engines import Engines
 from memstream.ops.progress import Progress
 from memstream.ops.rebuild import RebuildFailed, rebuild_qdrant
-from memstream.wiring.engines import Engines
 from processors.qdrant_projection import QdrantProjection
 from sinks.qdrant.edge import QdrantEdgeIndex
 from sinks.qdrant.generations import generation_of

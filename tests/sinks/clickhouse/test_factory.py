@@ -8,7 +8,7 @@ import pytest
 from pydantic import SecretStr, ValidationError
 
 from core.config import Settings
-from memstream.wiring.engines import Engines
+from memstream.engines import Engines
 from sinks.clickhouse.factory import build_transcript_store
 from sinks.clickhouse.store import ClickHouseTranscriptStore
 from tests.sinks.clickhouse.rows import row
