@@ -6,6 +6,7 @@ COPY memstream ./memstream
 COPY streams ./streams
 COPY processors ./processors
 COPY sinks ./sinks
+COPY core ./core
 RUN pip install --no-cache-dir . && useradd --system memstream && mkdir -p /var/lib/memstream \
     && chown memstream /var/lib/memstream
 USER memstream

@@ -52,14 +52,14 @@ from figures import load_note, pct
 from pydantic import SecretStr
 from server_group import server_group
 
-from memstream.config import Settings
+from core.chat.offline import OfflineChatModel
+from core.config import Settings
+from core.journal.models import Message
+from core.journal.tokens import count_tokens
 from memstream.embedded import services
 from memstream.embedded.bootstrap import create_key
 from memstream.embedded.process import ManagedProcess, free_port
 from memstream.embedded.supervisor import http_ok
-from memstream.journal.models import Message
-from memstream.journal.tokens import count_tokens
-from memstream.models.offline import OfflineChatModel
 from processors.summarizer import SUMMARY_MAX_TOKENS
 
 ENVIRONMENT = "bench"

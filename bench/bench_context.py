@@ -30,18 +30,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memstream.auth import Principal
-from memstream.context import ContextReader
+from core.auth import Principal
+from core.journal.models import NewMessage, ThreadRef
+from core.memory.pinned import MemoryScope, NoPinnedFacts
+from core.summaries.models import summary_key
+from core.threads import ThreadService
+from core.turn_context import ContextReader
 from memstream.embedded import services
 from memstream.embedded.process import ManagedProcess, free_port
-from memstream.journal import NewMessage, SlateJournal, ThreadRef
-from memstream.pinned import MemoryScope, NoPinnedFacts
-from memstream.summaries import summary_key
-from memstream.threads import ThreadService
 from sinks.objectstore.summaries import ObjectStoreSummaryReader, open_object_store
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
 from sinks.postgres.threads import PostgresThreadStore
+from sinks.slatedb.journal import SlateJournal
 
 ENV, ACCOUNT, AGENT = "bench", "bench-account", "bench-agent"
 CONTENT = (

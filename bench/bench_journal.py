@@ -25,7 +25,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from memstream.journal import NewMessage, SlateJournal, ThreadRef
+from core.journal.models import NewMessage, ThreadRef
+from sinks.slatedb.journal import SlateJournal
 
 CONTENT = (
     "The quarterly report is attached; please check the revenue figures in section 3 and "

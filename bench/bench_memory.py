@@ -64,23 +64,23 @@ from figures import load_note, pct
 from server_group import server_group
 from topic_consumer import consumer_from_start
 
-from memstream.config import Settings
+from core.config import Settings
+from core.memory.models import OBSERVATION_TTL_DAYS, Category, MemoryEntry, Visibility
+from core.memory.pinned import MemoryScope
+from core.memory.recall import OVERFETCH, Recaller
+from core.memory.service import MemoryService, content_hash
+from core.stores.vectors import CollectionRef, IndexFilter, IndexPoint
 from memstream.embedded import services
 from memstream.embedded.process import free_port
-from memstream.embeddings.offline import OfflineMiniLM
-from memstream.embeddings.sparse import Bm25Sparse
-from memstream.memory.models import OBSERVATION_TTL_DAYS, Category, MemoryEntry, Visibility
-from memstream.memory.outbox import EntriesOutboxRelay
-from memstream.memory.recall import OVERFETCH, Recaller
-from memstream.memory.service import MemoryService, content_hash
-from memstream.pinned import MemoryScope
 from processors.qdrant_projection import QdrantProjection, entry_payload
+from sinks.embeddings.bm25 import Bm25Sparse
+from sinks.embeddings.minilm import OfflineMiniLM
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
-from sinks.qdrant.base import CollectionRef, IndexFilter, IndexPoint
 from sinks.qdrant.edge import QdrantEdgeIndex
 from sinks.qdrant.layout import point_id
 from streams.admin import apply_topics
+from streams.relays.memory_entries import EntriesOutboxRelay
 from streams.runtime import run_processors
 from streams.runtime.processor import Record
 from streams.topics import load_topics

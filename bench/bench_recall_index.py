@@ -32,9 +32,9 @@ import memory_corpus
 from figures import pct
 from memory_corpus import OBJECTS, VERBS
 
-from memstream.embeddings.offline import OfflineMiniLM
-from memstream.embeddings.sparse import Bm25Sparse
-from sinks.qdrant.base import CollectionRef, IndexFilter, IndexPoint
+from core.stores.vectors import CollectionRef, IndexFilter, IndexPoint
+from sinks.embeddings.bm25 import Bm25Sparse
+from sinks.embeddings.minilm import OfflineMiniLM
 from sinks.qdrant.edge import QdrantEdgeIndex
 
 SUBJECTS = [

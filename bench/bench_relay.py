@@ -33,13 +33,14 @@ from pathlib import Path
 from figures import pct
 from topic_consumer import consumer_from_start
 
-from memstream.config import Settings
+from core.config import Settings
+from core.journal.models import NewMessage, ThreadRef
 from memstream.embedded import services
 from memstream.embedded.process import free_port
-from memstream.journal import NewMessage, SlateJournal, ThreadRef
-from memstream.relay import Relay
+from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.events import MESSAGE_ID_HEADER, header
+from streams.relays.journal import Relay
 from streams.topics import load_topics
 
 CONTENT = "The quarterly report is attached; please check the revenue figures in section 3 and confirm. "

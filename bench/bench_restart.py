@@ -44,15 +44,16 @@ from figures import load_note
 from pydantic import SecretStr
 from server_group import server_group
 
-from memstream.config import Settings
+from core.config import Settings
+from core.journal.models import NewMessage, ThreadRef
 from memstream.embedded import services
 from memstream.embedded.bootstrap import create_key
 from memstream.embedded.process import ManagedProcess, free_port
 from memstream.embedded.supervisor import http_ok
-from memstream.journal import NewMessage, SlateJournal, ThreadRef
-from memstream.relay import JOURNAL_TOPIC
-from processors.registry import consumers_of
+from memstream.wiring.processors import consumers_of
 from sinks.postgres.progress import PostgresProgress
+from sinks.slatedb.journal import SlateJournal
+from streams.relays.journal import JOURNAL_TOPIC
 from streams.runtime.processor import group_id
 
 PER_THREAD = 40

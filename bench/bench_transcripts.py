@@ -83,13 +83,13 @@ from figures import load_note, pct
 from pydantic import SecretStr
 from transcript_corpus import Corpus
 
-from memstream.config import Settings
+from core.config import Settings
+from core.journal.models import Message, ToolCall
+from core.stores.transcripts import TranscriptRow, TranscriptScope
 from memstream.embedded import services
 from memstream.embedded.process import free_port
-from memstream.journal.models import Message, ToolCall
 from processors.clickhouse_projection import NAME as PROCESSOR
 from processors.clickhouse_projection import ClickHouseProjection
-from sinks.clickhouse.base import TranscriptRow, TranscriptScope
 from sinks.clickhouse.store import ClickHouseTranscriptStore
 from streams.admin import apply_topics
 from streams.events import MESSAGE_ID_HEADER, encode_message, header

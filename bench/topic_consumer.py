@@ -10,7 +10,7 @@ import uuid
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from memstream.config import Settings
+from core.config import Settings
 from streams.topics import load_topics
 
 

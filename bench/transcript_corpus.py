@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
 
-from sinks.clickhouse.base import Role, TranscriptRow
+from core.stores.transcripts import Role, TranscriptRow
 
 COMMON = (
     "the to and a i you it of is that in for we this be on can with have not my your are do will "

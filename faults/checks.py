@@ -3,7 +3,7 @@
 Readers go through the stack's own interfaces: the journal through `GET /v1/threads/{id}/messages`
 (the API's durable read), the projection through `memstream verify` (`/admin/v1/verify` with the
 node's admin token, `memstream.ops.node_client`), the processors through `/admin/v1/processors`,
-summaries through their objects in the stack's local object store (`memstream.summaries` keys and
+summaries through their objects in the stack's local object store (`core.summaries.models` keys and
 parser) and the compaction guards through Redis (`sinks.redis.thresholds` key layout). The checks
 themselves (`check_*`) judge what was read and the `Ledger`, each answering a `CheckResult`.
 
@@ -27,12 +27,13 @@ import httpx
 import redis
 
 from bench.topic_consumer import consumer_from_start
+from core.config import Settings
+from core.stores.thresholds import ThreadScope
+from core.summaries.models import SummaryUnavailable, parse_summary, summary_key
 from faults.ledger import Conversation, LedgerView, ServerError
-from memstream.config import Settings
 from memstream.ops.node_client import NodeClient, run_stream
-from memstream.summaries import SummaryUnavailable, parse_summary, summary_key
 from processors.thresholds import Counters, advance
-from sinks.redis.thresholds import GUARD_TTL_S, ThreadScope
+from sinks.redis.thresholds import GUARD_TTL_S
 from streams.topics import load_topics
 
 
@@ -352,7 +353,8 @@ def read_guards(
     redis_url: str, namespace: str, environment: str, account_id: str, conversations: Iterable[Conversation]
 ) -> dict[str, float]:
     """Held flush-and-summarize guards: thread -> seconds held (from the lease left). `namespace` is
-    the deployment's (`processors.thresholds.store_namespace`); keys as `ThresholdStore.guard_key`."""
+    the deployment's (`memstream.wiring.processors.threshold_namespace`); keys as
+    `ThresholdStore.guard_key`."""
     client = redis.Redis.from_url(redis_url, socket_timeout=5)
     try:
         held = {}

@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 import redis
 from confluent_kafka import Producer
 
+from core.journal.models import Message
 from faults.stack import Stack, running
 from memstream.embedded.bootstrap import DEFAULT_ACCOUNT
-from memstream.journal.models import Message
 from streams.events import encode_message
 
 

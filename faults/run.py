@@ -30,7 +30,7 @@ from faults.stack import Ports, Stack
 from memstream.embedded.bootstrap import DEFAULT_ACCOUNT
 from memstream.embedded.process import ServiceError
 from memstream.ops.admin_token import read_admin_token
-from processors.thresholds import store_namespace
+from memstream.wiring.processors import threshold_namespace
 
 GRACE_S = 10.0
 """5xx with a specific code stay tolerated this long after the stack is ready again."""
@@ -68,7 +68,7 @@ class Subject:
             admin_token=read_admin_token(settings),
             objects=objects or settings.data_path / "objects",
             redis_url=settings.redis,
-            thresholds_namespace=store_namespace(settings),
+            thresholds_namespace=threshold_namespace(settings),
             environment=settings.environment,
             ledger=ledger,
         )

@@ -26,7 +26,7 @@ from typing import Any
 
 import psutil
 
-from memstream.config import EmbeddedPorts, Settings
+from core.config import EmbeddedPorts, Settings
 from memstream.embedded.process import ManagedProcess, free_port
 from memstream.embedded.supervisor import http_ok, read_state
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 from pydantic import ValidationError
 
-from memstream.config import Settings
+from core.config import Settings
 
 if TYPE_CHECKING:
     from memstream.ops.node_client import NodeClient
@@ -132,7 +132,7 @@ def init() -> None:
 @main.command()
 def hygiene() -> None:
     """Run one agent-memory hygiene pass now: expire due entries, decay idle ones."""
-    from memstream.memory.hygiene import hygiene_once
+    from memstream.hygiene import hygiene_once
 
     report = asyncio.run(hygiene_once(load_settings()))
     click.echo(f"expired {report.expired} entries, decayed {report.decayed} entries")
@@ -175,8 +175,8 @@ def topics_list() -> None:
 @click.option("--list", "list_only", is_flag=True, help="List the processors that can run.")
 def worker(name: str | None, list_only: bool) -> None:
     """Run one processor alone (its own consumer group) until Ctrl-C."""
-    from processors.registry import processor_names
-    from streams.runtime.worker import run_worker
+    from memstream.wiring.processors import processor_names
+    from memstream.worker import run_worker
 
     names = processor_names()
     if list_only or name is None:
@@ -317,7 +317,7 @@ def replay(
     most --follow-timeout (the reset stands either way). Exit 0 done, 1 refused or failed (also when
     the processor crashes while catching up), 3 no node answers.
     """
-    from memstream.errors import InvalidInput
+    from core.errors import InvalidInput
     from memstream.ops.replay_from import parse_replay_from
 
     try:

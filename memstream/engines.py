@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import asyncpg
 
-from memstream.config import Settings
-from memstream.embeddings.base import Embedder
-from memstream.embeddings.factory import build_embedder
-from memstream.embeddings.sparse import Bm25Sparse
-from memstream.journal.base import Journal
-from memstream.models.base import ChatModel
-from memstream.models.factory import build_chat_model
-from sinks.clickhouse.base import TranscriptStore
+from core.chat.base import ChatModel
+from core.config import Settings
+from core.embeddings.base import Embedder
+from core.stores.journal import Journal
+from core.stores.transcripts import TranscriptStore
+from core.stores.vectors import VectorIndex
+from sinks.chat.factory import build_chat_model
 from sinks.clickhouse.factory import build_transcript_store
-from sinks.qdrant.base import VectorIndex
+from sinks.embeddings.bm25 import Bm25Sparse
+from sinks.embeddings.factory import build_embedder
 from sinks.qdrant.factory import build_index
 
 

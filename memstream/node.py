@@ -3,7 +3,7 @@
 Start-up order: Postgres schema, topics (topics.yaml), the journal (this fences any previous
 writer), the relay (resuming from its durable cursor; when the broker's topic is not the one the
 cursor was confirmed on - the memory-only embedded broker lost it, or another node's relay moved
-the cursor - from the lowest progress of the journal's consumer groups, `memstream.topic_sync`,
+the cursor - from the lowest progress of the journal's consumer groups, `streams.topic_sync`,
 which also re-checks every few seconds), the agent-memory outbox relay, the
 processors (sharing the process's single index and embedding model with recall: `Engines`; run
 by a `ProcessorSupervisor`, so the admin API can pause and resume one, a crashed one is restarted
@@ -27,47 +27,46 @@ from collections.abc import Iterator, Sequence
 import asyncpg
 import uvicorn
 
+from core.config import Settings
+from core.errors import JournalFenced
+from core.journal.models import Message, NewMessage, ThreadRef
+from core.memory.clock import utc_now
+from core.memory.hygiene import run_daily
+from core.stores.journal import Journal
+from core.stores.transcripts import TranscriptUnavailable
+from core.transcripts.tools import JournalTools
 from memstream import exit_codes
 from memstream.api.access_log import log_config
 from memstream.api.app import create_app
-from memstream.api.deps import MemoryDeps, build_api_deps
 from memstream.api.routes.admin import AdminDeps, Rebuilder, admin_router
-from memstream.config import Settings
 from memstream.engines import Engines
-from memstream.errors import JournalFenced
-from memstream.journal.base import Journal
-from memstream.journal.fencing import watch_fence
-from memstream.journal.models import Message, NewMessage, ThreadRef
-from memstream.journal.store import SlateJournal
-from memstream.memory.clock import utc_now
-from memstream.memory.hygiene import run_daily
-from memstream.memory.outbox import EntriesOutboxRelay
+from memstream.fencing import watch_fence
 from memstream.ops.admin_token import ensure_admin_token
 from memstream.ops.progress import ProgressCallback
 from memstream.ops.rebuild import rebuild_clickhouse, rebuild_qdrant
 from memstream.permissions import restrict_dir, restrict_umask
-from memstream.relay import JOURNAL_TOPIC, Relay
 from memstream.shutdown import StopSignals
-from memstream.topic_sync import (
+from memstream.wiring.api import build_api_deps, build_memory_deps
+from memstream.wiring.processors import build_recovery, consumers_of, create_processor, processor_names
+from processors.compaction_recovery import CompactionRecovery
+from sinks.objectstore.health import ObjectStoreProbe
+from sinks.postgres.migrations import migrate
+from sinks.postgres.pool import create_pool
+from sinks.postgres.progress import PostgresProgress
+from sinks.redis.summary_cache import RedisSummaryCache
+from sinks.slatedb.journal import SlateJournal
+from streams.admin import apply_topics
+from streams.relays.journal import JOURNAL_TOPIC, Relay
+from streams.relays.memory_entries import EntriesOutboxRelay
+from streams.runtime.processor import group_id
+from streams.runtime.supervisor import ProcessorSupervisor
+from streams.topic_sync import (
     EntriesTopicGuard,
     JournalTopicGuard,
     TopicSync,
     compaction_guards,
     in_admin_thread,
 )
-from memstream.transcripts.tools import JournalTools
-from processors.compaction_recovery import CompactionRecovery
-from processors.compaction_recovery import create as create_recovery
-from processors.registry import consumers_of, create_processor, processor_names
-from sinks.clickhouse.base import TranscriptUnavailable
-from sinks.objectstore.health import ObjectStoreProbe
-from sinks.postgres.migrations import migrate
-from sinks.postgres.pool import create_pool
-from sinks.postgres.progress import PostgresProgress
-from sinks.redis.summary_cache import RedisSummaryCache
-from streams.admin import apply_topics
-from streams.runtime.processor import group_id
-from streams.runtime.supervisor import ProcessorSupervisor
 from streams.topics import load_topics
 
 log = logging.getLogger("memstream.node")
@@ -175,11 +174,11 @@ async def _serve(
     )
     api_journal: Journal = NotifyingJournal(journal, relay)
     engines = Engines(settings, journal=journal, pool=pool)
-    recovery = create_recovery(
+    recovery = build_recovery(
         settings, engines, created_topics=created_topics, on_topic_missing=topic_missing
     )
     await topic_sync.check(created=created_topics)  # before the relays run
-    memory = MemoryDeps.build(pool, engines.embedder(), engines.sparse(), engines.index())
+    memory = build_memory_deps(pool, engines.embedder(), engines.sparse(), engines.index())
     summary_cache = RedisSummaryCache.from_settings(settings)  # Redis: embedded or configured
     transcripts = engines.transcripts()
     try:

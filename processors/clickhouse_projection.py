@@ -23,11 +23,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from memstream.config import Settings
-from memstream.engines import Engines
-from memstream.journal.models import Message
-from sinks.clickhouse.base import TranscriptRow, TranscriptStore, TranscriptUnavailable
-from sinks.clickhouse.factory import build_transcript_store
+from core.journal.models import Message
+from core.stores.transcripts import TranscriptRow, TranscriptStore, TranscriptUnavailable
 from streams.events import InvalidEvent, decode_message
 from streams.runtime.errors import SinkUnavailable
 from streams.runtime.processor import InvalidMessage, Processor, Record
@@ -148,12 +145,3 @@ class ClickHouseProjection(Processor):
         if not self._schema_ready:
             await self.store.ensure_schema()
             self._schema_ready = True
-
-
-def create(settings: Settings, *, engines: Engines | None = None) -> ClickHouseProjection:
-    """The processor for `settings` (`settings.clickhouse`). With the process's `engines` (a chdb
-    path can be open in one process only), the store is shared and the caller closes it; without
-    (`memstream worker clickhouse-projection`), the processor opens its own and closes it."""
-    if engines is not None:
-        return ClickHouseProjection(engines.transcripts(), close_store=False)
-    return ClickHouseProjection(build_transcript_store(settings))

@@ -43,12 +43,9 @@ from datetime import UTC, datetime, timedelta
 
 from confluent_kafka import KafkaError
 
-from memstream.config import Settings
-from memstream.engines import Engines
+from core.stores.thresholds import ThreadScope
 from processors.thresholds import RequestNotDelivered, Thresholds
-from processors.thresholds import create as create_thresholds
 from sinks.postgres.compactions import OpenCompaction, PostgresCompactions
-from sinks.redis.thresholds import ThreadScope
 from streams.producer import RecordsNotConfirmed
 
 log = logging.getLogger("memstream.compaction_recovery")
@@ -116,7 +113,7 @@ class CompactionRecovery:
     def topics_lost(self, why: str = "are not the topics the open requests were produced on") -> None:
         """The compaction topics lost what was produced to them (`why`, for the log): every open
         request is requested again at once. Called by `topics_applied`, and by the node's topic
-        check (`memstream.topic_sync.CompactionTopicGuard`), which sees a topic that is new however
+        check (`streams.topic_sync.CompactionTopicGuard`), which sees a topic that is new however
         it came back."""
         log.warning("the compaction topics %s: requesting every open compaction again", why)
         self._everything = True
@@ -240,25 +237,3 @@ class CompactionRecovery:
 
 def _describe(scope: ThreadScope) -> str:
     return f"{scope.environment}/{scope.account_id}/{scope.agent_id}/{scope.thread_id}"
-
-
-def create(
-    settings: Settings,
-    engines: Engines,
-    *,
-    created_topics: Iterable[str] = (),
-    on_topic_missing: Callable[[], Awaitable[None]] | None = None,
-) -> CompactionRecovery:
-    """The node's recovery over its journal and Postgres pool (`engines`); `created_topics` are the
-    topics the node's start-up had to create (every open request is requested again at once when
-    the compaction topics are among them). Does no I/O."""
-    if engines.pool is None or engines.journal is None:
-        raise ValueError("the compaction recovery needs the node's journal and Postgres pool")
-    thresholds = create_thresholds(settings, engines=engines, name=NAME)
-    ledger = PostgresCompactions(engines.pool)
-    return CompactionRecovery(
-        thresholds,
-        ledger,
-        lost_at_start=requests_lost(created_topics),
-        on_topic_missing=on_topic_missing,
-    )

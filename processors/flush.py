@@ -48,18 +48,18 @@ from typing import Any, Literal
 
 import asyncpg
 
-from memstream.config import Settings
-from memstream.engines import Engines
-from memstream.errors import InvalidInput
-from memstream.journal.base import Journal
-from memstream.journal.models import Message, ThreadRef
-from memstream.memory.agents import AgentRef, AgentService
-from memstream.memory.models import Provenance
-from memstream.memory.service import MemoryService
-from memstream.models.base import ChatModel, ExtractedFact
-from memstream.pinned import MemoryScope
+from core.chat.base import ChatModel, ExtractedFact
+from core.config import Settings
+from core.errors import InvalidInput
+from core.journal.models import Message, ThreadRef
+from core.memory.agents import AgentRef, AgentService
+from core.memory.models import Provenance
+from core.memory.pinned import MemoryScope
+from core.memory.service import MemoryService
+from core.stores.journal import Journal
+from processors.errors import NeedsNode
 from streams.producer import BatchPublisher, OutgoingRecord, RecordsNotConfirmed
-from streams.runtime.errors import ProcessorCannotRun, SinkUnavailable
+from streams.runtime.errors import SinkUnavailable
 from streams.runtime.processor import InvalidMessage, Processor, Record
 from streams.topics import InvalidPayload, default_registry, topic_name
 
@@ -77,13 +77,6 @@ ERROR_MAX_CHARS = 1000
 log = logging.getLogger("memstream.flush")
 
 Status = Literal["stored", "skipped_no_memory", "failed"]
-
-
-class NeedsNode(ProcessorCannotRun):
-    """The processor was started without the node's journal or Postgres pool
-    (e.g. `memstream worker flush`): it is not restarted."""
-
-    code = "needs_node"
 
 
 class FlushNotDelivered(SinkUnavailable):
@@ -343,14 +336,3 @@ class Flush(Processor):
             found.extend(m for m in page if m.offset <= request.to_offset and m.agent_id == request.agent_id)
             cursor = page[-1].offset
         return found
-
-
-def create(settings: Settings, *, engines: Engines | None = None) -> Flush:
-    """The processor with the node's journal, Postgres pool and chat model (`engines`). Without
-    the journal or the pool it refuses to start (NeedsNode). Does no I/O."""
-    return Flush(
-        settings,
-        engines.journal if engines is not None else None,
-        engines.pool if engines is not None else None,
-        open_chat_model=engines.chat_model if engines is not None else None,
-    )

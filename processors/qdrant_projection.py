@@ -23,9 +23,10 @@ nothing dead-lettered, offsets not committed). Other errors of the index (e.g. t
 engine refusing a point) go to the runtime as they are (retried, then the record that still fails
 alone is dead-lettered).
 
-After a batch is applied, the live projection (`create`) notes the batch's `outbox_seq` headers as
-applied (`memstream.memory.outbox.AppliedOutbox`), so that what the broker loses before the
-projection applied it is published again from Postgres (`EntriesOutboxRelay.republish_unapplied`).
+After a batch is applied, the live projection (as `memstream.wiring.processors` builds it) notes
+the batch's `outbox_seq` headers as applied (`streams.relays.memory_entries.AppliedOutbox`), so
+that what the broker loses before the projection applied it is published again from Postgres
+(`EntriesOutboxRelay.republish_unapplied`).
 That note is best effort: when Postgres cannot take it, a warning is logged and the batch still
 completes (its records are then merely published again after a broker loss).
 """
@@ -39,15 +40,11 @@ from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
-from memstream.config import Settings
-from memstream.embeddings.base import Embedder, SparseEncoder
-from memstream.embeddings.factory import build_embedder
-from memstream.embeddings.sparse import Bm25Sparse
-from memstream.engines import Engines
-from memstream.memory.models import EntryEvent, MemoryEntry, parse_entry_key
-from memstream.memory.outbox import AppliedOutbox, outbox_seqs
-from sinks.qdrant.base import CollectionRef, IndexPoint, VectorIndex
-from sinks.qdrant.factory import build_index
+from core.embeddings.base import Embedder, SparseEncoder
+from core.memory.models import EntryEvent, MemoryEntry, parse_entry_key
+from core.stores.vectors import CollectionRef, IndexPoint, VectorIndex
+from sinks.embeddings.bm25 import Bm25Sparse
+from streams.relays.memory_entries import AppliedOutbox, outbox_seqs
 from streams.runtime.errors import SinkUnavailable
 from streams.runtime.outages import is_outage
 from streams.runtime.processor import InvalidMessage, Processor, Record
@@ -230,22 +227,3 @@ class QdrantProjection(Processor):
         finally:
             if self.applied is not None:
                 await self.applied.stop()
-
-
-def create(settings: Settings, *, engines: Engines | None = None) -> QdrantProjection:
-    """The processor for `settings` (`settings.qdrant`, `settings.embedding_model`). With the
-    process's `engines` (an Edge shard can be open once per process), the index and the model are
-    shared and the caller closes them; without, the processor opens its own and closes them. It
-    notes applied outbox records on the node's pool, or on its own pool to `settings.postgres`."""
-    if engines is not None:
-        applied = (
-            AppliedOutbox(engines.pool) if engines.pool is not None else AppliedOutbox(dsn=settings.postgres)
-        )
-        return QdrantProjection(
-            engines.index(), engines.embedder(), engines.sparse(), close_index=False, applied=applied
-        )
-    return QdrantProjection(
-        build_index(settings),
-        build_embedder(settings.embedding_model),
-        applied=AppliedOutbox(dsn=settings.postgres),
-    )

@@ -44,20 +44,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from memstream.config import Settings
-from memstream.engines import Engines
-from memstream.errors import JournalUnavailable, MemstreamError
-from memstream.journal.base import Journal
-from memstream.journal.models import Id, Message, ThreadRef
-from memstream.models.base import ChatModel, ModelError, ModelRequestRejected, ModelUnsupported
-from memstream.summaries import (
+from core.chat.base import ChatModel, ModelError, ModelRequestRejected, ModelUnsupported
+from core.errors import JournalUnavailable, MemstreamError
+from core.journal.models import Id, Message, ThreadRef
+from core.stores.journal import Journal
+from core.stores.thresholds import ThreadScope
+from core.summaries.models import (
     Summary,
     SummaryStore,
     SummaryUnavailable,
@@ -65,10 +63,10 @@ from memstream.summaries import (
     SummaryWriteFailed,
     summarization_lock_name,
 )
-from processors.thresholds import NeedsNodeJournal, open_store
+from processors.errors import NeedsNodeJournal
 from sinks.postgres.compactions import PostgresCompactions
 from sinks.redis.locks import Lease, RedisLocks
-from sinks.redis.thresholds import ThreadScope, ThresholdStore
+from sinks.redis.thresholds import ThresholdStore
 from streams.runtime.errors import SinkUnavailable
 from streams.runtime.processor import InvalidMessage, Processor, Record
 
@@ -391,42 +389,4 @@ def _describe(request: FlushedRequest) -> str:
     return (
         f"{request.environment}/{request.account_id}/{request.agent_id}/{request.thread_id}"
         f"@{request.to_offset}"
-    )
-
-
-def lock_namespace(settings: Settings) -> str:
-    """The Redis namespace of one deployment's summarization locks (a hash of its journal URL)."""
-    return "memstream/summarizer/" + hashlib.sha256(settings.journal.encode("utf-8")).hexdigest()[:16]
-
-
-def create(settings: Settings, *, engines: Engines | None = None) -> Summarizer:
-    """The processor for `settings` (`settings.redis`, `settings.object_store`) with the node's
-    journal, Postgres pool and chat model (`engines`). Without the journal or the pool it refuses to
-    start (NeedsNodeJournal)."""
-    from memstream.summary_store import CachedSummaryWriter, MonotonicSummaryStore
-    from sinks.objectstore.summaries import ObjectStoreSummaryWriter
-    from sinks.postgres.compactions import PostgresSummaryVersions
-    from sinks.redis.client import redis_client
-    from sinks.redis.summary_cache import RedisSummaryCache
-
-    thresholds = open_store(settings)
-    cache = RedisSummaryCache.from_settings(settings)
-    lock_client = redis_client(settings.redis, timeout_s=2.0)
-    pool = engines.pool if engines is not None else None
-
-    def open_summaries() -> SummaryStore:
-        cached = CachedSummaryWriter(cache, ObjectStoreSummaryWriter.from_settings(settings))
-        if pool is None:
-            raise NeedsNodeJournal("the summarizer needs the node's Postgres pool")
-        return MonotonicSummaryStore(cached, PostgresSummaryVersions(pool))
-
-    return Summarizer(
-        thresholds=thresholds,
-        summaries=None,
-        open_summaries=open_summaries,
-        locks=RedisLocks(lock_client, namespace=lock_namespace(settings)),
-        journal=engines.journal if engines is not None else None,
-        ledger=PostgresCompactions(pool) if pool is not None else None,
-        chat_model_factory=engines.chat_model if engines is not None else None,
-        closers=(thresholds.aclose, cache.aclose, lock_client.aclose),
     )

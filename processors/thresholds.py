@@ -38,7 +38,6 @@ anything of its batch is counted.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -46,16 +45,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from memstream.config import Settings
-from memstream.engines import Engines
-from memstream.journal.base import Journal
-from memstream.journal.models import Message, ThreadRef
-from memstream.summaries import SummaryWriter
+from core.config import Settings
+from core.journal.models import Message, ThreadRef
+from core.stores.journal import Journal
+from core.stores.thresholds import Outcome, ThreadScope
+from core.summaries.models import SummaryWriter
+from processors.errors import NeedsNodeJournal
 from sinks.postgres.compactions import PostgresCompactions
-from sinks.redis.thresholds import DEFAULT_NAMESPACE, Outcome, ThreadScope, ThresholdStore
+from sinks.redis.thresholds import ThresholdStore
 from streams.events import InvalidEvent, decode_message
 from streams.producer import BatchPublisher, OutgoingRecord, RecordsNotConfirmed
-from streams.runtime.errors import ProcessorCannotRun, SinkUnavailable
+from streams.runtime.errors import SinkUnavailable
 from streams.runtime.processor import InvalidMessage, Processor, Record
 from streams.topics import topic_name
 
@@ -75,13 +75,6 @@ log = logging.getLogger("memstream.thresholds")
 
 Reason = Literal["tokens", "messages"]
 Clock = Callable[[], datetime]
-
-
-class NeedsNodeJournal(ProcessorCannotRun):
-    """The processor was started without the node's journal (e.g. `memstream worker thresholds`):
-    it is not restarted."""
-
-    code = "needs_node_journal"
 
 
 class RequestNotDelivered(SinkUnavailable):
@@ -391,42 +384,3 @@ class Thresholds(Processor):
         if self.ledger is None:
             raise NeedsNodeJournal("the thresholds processor needs the node's Postgres pool")
         return self.ledger
-
-
-def store_namespace(settings: Settings) -> str:
-    """The Redis namespace of one deployment's counters: its journal (the authority they derive
-    from), so deployments sharing a Redis never share counters."""
-    digest = hashlib.sha256(settings.journal.encode("utf-8")).hexdigest()[:16]
-    return f"{DEFAULT_NAMESPACE}/{digest}"
-
-
-def open_store(settings: Settings) -> ThresholdStore:
-    """The deployment's threshold state on `settings.redis` (its own client: `aclose` it). The
-    summarizer uses it too: `release_guard(scope_of(message))` and `reset_counters(scope, offset)`
-    after its summary is written. Does no I/O."""
-    return ThresholdStore.from_url(
-        settings.redis,
-        token_limit=TOKEN_LIMIT,
-        message_limit=MESSAGE_LIMIT,
-        namespace=store_namespace(settings),
-    )
-
-
-def create(settings: Settings, *, engines: Engines | None = None, name: str = NAME) -> Thresholds:
-    """The processor for `settings` (`settings.redis`, `settings.object_store`) with the node's
-    journal and Postgres pool (`engines`). Without them the processor refuses to start
-    (NeedsNodeJournal)."""
-    from sinks.objectstore.summaries import ObjectStoreSummaryWriter
-
-    store = open_store(settings)
-    journal = engines.journal if engines is not None else None
-    pool = engines.pool if engines is not None else None
-    return Thresholds(
-        settings,
-        store,
-        journal,
-        None,
-        ledger=PostgresCompactions(pool) if pool is not None else None,
-        open_summaries=lambda: ObjectStoreSummaryWriter.from_settings(settings),
-        name=name,
-    )

@@ -36,8 +36,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
     ResourceType,
 )
 
-from memstream.config import Settings
-from memstream.errors import MemstreamError
+from core.config import Settings
+from core.errors import MemstreamError
 from streams.topics import TopicRegistry, TopicSpec, default_registry
 
 Action = Literal["created", "updated", "unchanged"]

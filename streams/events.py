@@ -2,7 +2,7 @@
 
 `journal.messages` (schema in topics.yaml):
 - key: `thread_id` as UTF-8 bytes;
-- value: the JSON of `memstream.journal.models.Message` with `"schema_version": 1` added;
+- value: the JSON of `core.journal.models.Message` with `"schema_version": 1` added;
 - header `message_id`: the message id as UTF-8 bytes (the relay adds the progress headers `seq`,
   `prev_seq` and `partitions`: `streams.sequencing`).
 
@@ -23,8 +23,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from memstream.errors import MemstreamError
-from memstream.journal.models import Message
+from core.errors import MemstreamError
+from core.journal.models import Message
 
 MESSAGE_SCHEMA_VERSION = 1
 DEAD_LETTER_SCHEMA_VERSION = 1

@@ -33,8 +33,8 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka import Message as KafkaMessage
 
-from memstream.config import Settings
-from memstream.errors import MemstreamError
+from core.config import Settings
+from core.errors import MemstreamError
 from streams.topics import TopicRegistry, default_registry
 
 UNASSIGNED = -1

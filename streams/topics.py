@@ -29,8 +29,8 @@ from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import SchemaError, best_match
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from memstream.config import Settings
-from memstream.errors import InvalidInput, MemstreamError
+from core.config import Settings
+from core.errors import InvalidInput, MemstreamError
 
 DEFAULT_TOPICS_PATH = Path(__file__).resolve().with_name("topics.yaml")
 """streams/topics.yaml, shipped with the package (the repo root's topics.yaml links to it)."""

@@ -34,15 +34,15 @@ import asyncpg
 import pytest
 from pydantic import SecretStr
 
-from memstream.config import S3Settings, Settings
+from core.config import S3Settings, Settings
 from memstream.embedded import services
 from memstream.embedded.process import ManagedProcess, free_port
-from memstream.embeddings.offline import OfflineMiniLM
-from memstream.embeddings.sparse import Bm25Sparse
-from memstream.journal.store import SlateJournal
 from sinks.clickhouse.store import ClickHouseTranscriptStore
+from sinks.embeddings.bm25 import Bm25Sparse
+from sinks.embeddings.minilm import OfflineMiniLM
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
+from sinks.slatedb.journal import SlateJournal
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -56,7 +56,36 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+ENGINE_FIXTURES = frozenset(
+    {
+        "embedded_stack",
+        "tansu_bootstrap",
+        "broker",
+        "kafka_bootstrap",
+        "s3_endpoint",
+        "chdb_client",
+        "chdb_path",
+        "own_redis",
+    }
+)
+"""Fixtures that start a server (or need one), directly or through the fixtures they use. `broker`
+is listed itself: it asks for its tier with `request.getfixturevalue`, which `item.fixturenames`
+does not show."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects: the `unit` mark must already be there
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Marks the fast tier, then leaves out the real Apache Kafka tier unless `--kafka`.
+
+    A test is `unit` (`pytest -m unit`) when none of the fixtures it uses starts a server and it is
+    not marked `engine` (a test that starts servers in its body must be marked so by hand;
+    `_unit_tests_start_no_server` catches one that is not).
+    """
+    for item in items:
+        if item.get_closest_marker("engine") is None and ENGINE_FIXTURES.isdisjoint(
+            getattr(item, "fixturenames", ())
+        ):
+            item.add_marker(pytest.mark.unit)
     if config.getoption("--kafka"):
         return
     kafka = [item for item in items if item.get_closest_marker("kafka")]
@@ -72,6 +101,21 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         terminalreporter.write_line(
             f"{count} tests of the real Apache Kafka tier were not run: run them with `scripts/test --kafka`."
         )
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_start_no_server(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `unit` test that starts a server in this process fails and says how to fix it."""
+    if request.node.get_closest_marker("unit") is None:
+        return
+
+    def refuse(self: ManagedProcess) -> None:
+        raise AssertionError(
+            f"this test starts a server ({self.name}): mark it `@pytest.mark.engine` "
+            "so it stays out of the fast tier (`pytest -m unit`)"
+        )
+
+    monkeypatch.setattr(ManagedProcess, "start", refuse)
 
 
 @dataclass
@@ -173,14 +217,19 @@ def redis_url(embedded_stack: EmbeddedStack) -> str:
 
 
 @pytest.fixture
-def settings(
-    tmp_path: Path, tansu_bootstrap: str, pg_dsn: str, redis_url: str, topic_prefix: str
-) -> Settings:
+def base_settings(tmp_path: Path, topic_prefix: str) -> Settings:
+    """Settings with an isolated data dir and topic prefix that reach no server (for tests of
+    configuration and of what happens when nothing answers)."""
+    return Settings(data_dir=tmp_path / "data", environment="test", topic_prefix=topic_prefix)
+
+
+@pytest.fixture
+def settings(base_settings: Settings, tansu_bootstrap: str, pg_dsn: str, redis_url: str) -> Settings:
     """Settings pointing at the embedded test servers, with isolated data dir, database and topics."""
     return Settings(
-        data_dir=tmp_path / "data",
-        environment="test",
-        topic_prefix=topic_prefix,
+        data_dir=base_settings.data_dir,
+        environment=base_settings.environment,
+        topic_prefix=base_settings.topic_prefix,
         broker_url=f"kafka://{tansu_bootstrap}",
         postgres_dsn=pg_dsn,
         redis_url=redis_url,

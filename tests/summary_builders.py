@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from memstream.journal.models import ThreadRef
-from memstream.summaries import Summary
+from core.journal.models import ThreadRef
+from core.summaries.models import Summary
 
 THREAD = ThreadRef(environment="test", account_id="acme", thread_id="t1")
 

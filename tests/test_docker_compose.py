@@ -9,7 +9,7 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from memstream.config import Settings
+from core.config import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())

@@ -18,8 +18,8 @@ from urllib.parse import unquote_plus
 
 from uvicorn.config import LOGGING_CONFIG
 
+from core.ids import API_KEY_IN_TEXT
 from memstream.api.request_guard import CREDENTIAL_PARAMS
-from memstream.ids import API_KEY_IN_TEXT
 
 REDACTED = "[REDACTED]"
 ROOT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"

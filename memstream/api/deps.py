@@ -1,4 +1,4 @@
-"""What the API needs, built by the node and injected into `create_app`.
+"""What the API needs, built by the node (`memstream.wiring.api`) and injected into `create_app`.
 
 The app opens and closes nothing: the owner of `ApiDeps` opens the pool (and runs the
 migrations) and the journal before serving, and closes them after the server stopped. The same
@@ -19,25 +19,17 @@ from typing import Protocol
 
 import asyncpg
 
-from memstream.config import Settings
-from memstream.context import ContextReader
-from memstream.embeddings.base import Embedder, SparseEncoder
-from memstream.journal.base import Journal
-from memstream.memory.agents import AgentService
-from memstream.memory.clock import Clock, utc_now
-from memstream.memory.pinning import MemoryPinnedFacts
-from memstream.memory.recall import Recaller
-from memstream.memory.service import MemoryService
-from memstream.memory.tools import MemoryTools
-from memstream.pinned import NoPinnedFacts, PinnedFactsProvider
-from memstream.summaries import SummaryReader
-from memstream.summary_store import CachedSummaryReader
-from memstream.threads import ThreadService
-from memstream.transcripts.tools import JournalTools
+from core.config import Settings
+from core.memory.agents import AgentService
+from core.memory.pinning import MemoryPinnedFacts
+from core.memory.recall import Recaller
+from core.memory.service import MemoryService
+from core.memory.tools import MemoryTools
+from core.stores.journal import Journal
+from core.threads import ThreadService
+from core.transcripts.tools import JournalTools
+from core.turn_context import ContextReader
 from sinks.objectstore.health import ObjectStoreProbe
-from sinks.objectstore.summaries import ObjectStoreSummaryReader
-from sinks.postgres.threads import PostgresThreadStore
-from sinks.qdrant.base import VectorIndex
 from sinks.redis.summary_cache import RedisSummaryCache
 from streams.runtime.supervisor import ProcessorStatus
 
@@ -59,27 +51,6 @@ class MemoryDeps:
     tools: MemoryTools
     pinned: MemoryPinnedFacts
 
-    @classmethod
-    def build(
-        cls,
-        pool: asyncpg.Pool,
-        embedder: Embedder,
-        sparse: SparseEncoder,
-        index: VectorIndex,
-        *,
-        clock: Clock = utc_now,
-    ) -> MemoryDeps:
-        """The standard wiring over one pool, embedder, sparse encoder and index. Does no I/O."""
-        service = MemoryService(pool, clock)
-        recaller = Recaller(service, embedder, sparse, index, model_id=embedder.model_id)
-        return cls(
-            service=service,
-            agents=AgentService(pool),
-            recaller=recaller,
-            tools=MemoryTools(service, recaller),
-            pinned=MemoryPinnedFacts(service, clock),
-        )
-
 
 @dataclass
 class ApiDeps:
@@ -96,49 +67,3 @@ class ApiDeps:
     transcripts: JournalTools | None = None
     object_store: ObjectStoreProbe | None = None
     processors: ProcessorStatuses | None = None
-
-
-def build_api_deps(
-    settings: Settings,
-    journal: Journal,
-    pool: asyncpg.Pool,
-    *,
-    summaries: SummaryReader | None = None,
-    pinned: PinnedFactsProvider | None = None,
-    memory: MemoryDeps | None = None,
-    summary_cache: RedisSummaryCache | None = None,
-    transcripts: JournalTools | None = None,
-    processors: ProcessorStatuses | None = None,
-) -> ApiDeps:
-    """The standard wiring: Postgres threads, summaries from `settings.object_store` (through the
-    Redis cache `summary_cache`, else through one on `settings.redis` when `settings.redis_url` is
-    set, else uncached), pinned facts from `pinned`, else from agent memory when `memory` is
-    given, else none; the journal tools from `transcripts` when given; `/readyz` reports
-    `processors` when given. `summaries`, when given,
-    replaces the object store reader (and is cached only when `summary_cache` is given too).
-    `/readyz` checks `settings.object_store` (the summarizer writes there whatever the reader).
-
-    Does no I/O (the object store and Redis clients connect lazily).
-    """
-    threads = ThreadService(PostgresThreadStore(pool), journal)
-    if pinned is None:
-        pinned = memory.pinned if memory is not None else NoPinnedFacts()
-    if summaries is None:
-        summaries = ObjectStoreSummaryReader.from_settings(settings)
-        if summary_cache is None and settings.redis_url is not None:
-            summary_cache = RedisSummaryCache.from_settings(settings)
-    if summary_cache is not None:
-        summaries = CachedSummaryReader(summary_cache, summaries)
-    reader = ContextReader(journal, threads, pinned, summaries)
-    return ApiDeps(
-        settings=settings,
-        journal=journal,
-        pool=pool,
-        threads=threads,
-        context_reader=reader,
-        memory=memory,
-        summary_cache=summary_cache,
-        transcripts=transcripts,
-        object_store=ObjectStoreProbe.from_settings(settings),
-        processors=processors,
-    )

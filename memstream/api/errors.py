@@ -5,7 +5,7 @@ Unauthorized 401 (with `WWW-Authenticate: Bearer`), JournalFenced / JournalUnava
 SummaryUnavailable 503. PostgreSQL being unreachable (`sinks.postgres.errors.is_postgres_unavailable`:
 the driver's connection errors, wherever a route or its authentication meets them) is 503
 `postgres_unavailable` with `Retry-After`, on every route. Request validation errors (bad JSON,
-wrong types, message rules) are 422 `invalid_input` (or the specific code of `memstream.inputs`:
+wrong types, message rules) are 422 `invalid_input` (or the specific code of `core.inputs`:
 `invalid_text`, `json_too_deep`, `number_out_of_range`, `invalid_encoding`) naming the first
 offending field (`messages[0].content`); `details` lists every problem when there are several.
 Unexpected exceptions are 500 `internal_error` without internals in the body.
@@ -24,7 +24,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from memstream.errors import (
+from core.errors import (
     Conflict,
     InvalidInput,
     JournalFenced,
@@ -34,8 +34,8 @@ from memstream.errors import (
     PostgresUnavailable,
     Unauthorized,
 )
-from memstream.inputs import INPUT_ERROR_CODES
-from memstream.summaries import SummaryUnavailable
+from core.inputs import INPUT_ERROR_CODES
+from core.summaries.models import SummaryUnavailable
 from sinks.postgres.errors import RETRY_AFTER_S, is_postgres_unavailable
 
 log = logging.getLogger(__name__)

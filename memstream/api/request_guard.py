@@ -8,7 +8,7 @@ Refused with 400 (nothing else happens):
 - more than one `Authorization` header: `duplicate_authorization` (which one counts would be up
   to each proxy on the way).
 
-Refused with 422 (`memstream.inputs`; nothing is written), for every route at once:
+Refused with 422 (`core.inputs`; nothing is written), for every route at once:
 - a NUL character in the path or a query parameter (`invalid_text`, naming the parameter);
 - a JSON body that is not UTF-8 (`invalid_encoding`), nests deeper than `MAX_JSON_DEPTH`
   (`json_too_deep`), holds a NUL or a lone surrogate in any string or key (`invalid_text`), or a
@@ -27,10 +27,10 @@ from urllib.parse import parse_qsl
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from core.errors import InvalidInput
+from core.ids import API_KEY_IN_TEXT
+from core.inputs import InvalidText, decode_json_body
 from memstream.api.errors import error_response
-from memstream.errors import InvalidInput
-from memstream.ids import API_KEY_IN_TEXT
-from memstream.inputs import InvalidText, decode_json_body
 
 CREDENTIAL_PARAMS = frozenset(
     {

@@ -7,10 +7,10 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, WithJsonSchema
 
-from memstream.journal.models import Id, Message, NewMessage
-from memstream.memory.models import Category, MemoryEntry
-from memstream.memory.tools import ToolSpec
-from memstream.threads import MAX_METADATA_BYTES, MAX_WINDOW_MESSAGES, Thread
+from core.journal.models import Id, Message, NewMessage
+from core.memory.models import Category, MemoryEntry
+from core.memory.tools import ToolSpec
+from core.threads import MAX_METADATA_BYTES, MAX_WINDOW_MESSAGES, Thread
 
 JsonObject = Annotated[
     Any,

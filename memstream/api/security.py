@@ -8,8 +8,8 @@ from typing import Annotated
 from fastapi import Depends
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from core.auth import Principal, verify
 from memstream.api.deps import ApiDeps
-from memstream.auth import Principal, verify
 
 _bearer = HTTPBearer(
     auto_error=False,

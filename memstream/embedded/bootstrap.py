@@ -6,8 +6,8 @@ import asyncio
 import os
 from pathlib import Path
 
-from memstream.auth import issue_key
-from memstream.config import Settings
+from core.auth import issue_key
+from core.config import Settings
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
 

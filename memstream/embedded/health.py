@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
-from memstream.config import Settings, mask_url
+from core.config import Settings, mask_url
 from memstream.embedded import services
 from memstream.embedded.datadir_lock import process_alive
 from memstream.embedded.process import ServiceError, port_is_free

@@ -35,8 +35,8 @@ from typing import Any
 
 import httpx
 
+from core.config import Settings, mask_url
 from memstream import exit_codes
-from memstream.config import Settings, mask_url
 from memstream.embedded import services
 from memstream.embedded.datadir_lock import DataDirLock
 from memstream.embedded.process import ManagedProcess, ServiceError, require_free_port

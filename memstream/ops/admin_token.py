@@ -12,8 +12,8 @@ import os
 import secrets
 import stat
 
-from memstream.config import Settings
-from memstream.errors import MemstreamError
+from core.config import Settings
+from core.errors import MemstreamError
 
 
 class AdminTokenMissing(MemstreamError):

@@ -28,10 +28,10 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from core.stores.transcripts import TranscriptRow, TranscriptStore
 from memstream.ops.rebuild_base import RebuildFailed, Reporter, Stall
 from memstream.ops.topic_reader import RecordSource
 from processors import clickhouse_projection
-from sinks.clickhouse.base import TranscriptRow, TranscriptStore
 from streams.runtime.processor import InvalidMessage
 
 log = logging.getLogger("memstream.ops.rebuild")

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from memstream.errors import MemstreamError
+from core.errors import MemstreamError
 from memstream.ops.progress import Progress
 
 

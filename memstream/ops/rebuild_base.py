@@ -7,7 +7,7 @@ import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 
-from memstream.errors import MemstreamError
+from core.errors import MemstreamError
 from memstream.ops.progress import Progress, ProgressCallback
 
 log = logging.getLogger("memstream.ops.rebuild")

@@ -27,7 +27,7 @@ from memstream.ops.journal_reading import JournalReading
 from memstream.ops.progress import ProgressCallback
 from memstream.ops.rebuild_base import IDLE_TIMEOUT_S, RebuildFailed, RebuildReport, Reporter, quietly
 from memstream.ops.topic_reader import TopicReader
-from memstream.relay import DEFAULT_CURSOR, JOURNAL_TOPIC
+from streams.relays.journal import DEFAULT_CURSOR, JOURNAL_TOPIC
 
 
 async def rebuild_clickhouse(

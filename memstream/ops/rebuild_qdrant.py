@@ -33,14 +33,14 @@ from datetime import UTC, datetime
 
 import asyncpg
 
+from core.stores.vectors import CollectionRef
 from memstream.engines import Engines
-from memstream.memory.outbox import ENTRIES_TOPIC
 from memstream.ops.progress import ProgressCallback
 from memstream.ops.rebuild_base import IDLE_TIMEOUT_S, RebuildFailed, RebuildReport, Reporter, Stall, quietly
 from memstream.ops.topic_reader import RecordSource, TopicReader
 from processors import qdrant_projection
-from sinks.qdrant.base import CollectionRef
 from sinks.qdrant.generations import RebuildableIndex, StagedIndex
+from streams.relays.memory_entries import ENTRIES_TOPIC
 from streams.runtime.processor import InvalidMessage, Record
 
 log = logging.getLogger("memstream.ops.rebuild")

@@ -35,7 +35,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
-from memstream.errors import Conflict, InvalidInput, MemstreamError
+from core.errors import Conflict, InvalidInput, MemstreamError
 from memstream.ops.replay_from import Earliest, Offsets, ReplayFrom, Timestamp
 
 TP = tuple[str, int]

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from memstream.errors import InvalidInput
+from core.errors import InvalidInput
 
 _ITEM_RE = re.compile(r"^(?:(?P<topic>[A-Za-z0-9._-]+):)?(?P<partition>\d+):(?P<offset>\d+)$")
 FIELD = "from"

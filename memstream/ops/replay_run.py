@@ -26,7 +26,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from memstream.errors import Conflict, MemstreamError, NotFound
+from core.errors import Conflict, MemstreamError, NotFound
 from memstream.ops.progress import Progress, ProgressCallback, no_progress
 from memstream.ops.replay import GroupActive, GroupOffsets, ReplayPlan
 from memstream.ops.replay_from import ReplayFrom

@@ -24,10 +24,10 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from memstream.errors import InvalidInput, MemstreamError
-from memstream.journal.base import Journal
+from core.errors import InvalidInput, MemstreamError
+from core.stores.journal import Journal
 from memstream.ops.progress import Progress, ProgressCallback, no_progress
-from memstream.relay import Relay
+from streams.relays.journal import Relay
 
 
 class RepublishStalled(MemstreamError):

@@ -9,7 +9,7 @@ from typing import Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.ops.rebuild_base import RebuildFailed
 from streams.runtime.processor import Record
 from streams.topics import topic_name

@@ -15,7 +15,7 @@ Runs in the node (it owns the journal and the chdb data path). Steps:
 `VerifyReport.ok` is True when no defect remains (pending messages alone are not a defect).
 
 Threads whose account or thread id is no longer a valid id (accepted before ids were matched in
-full, e.g. one ending in a line feed: `memstream.ids.check_stored_id`) are counted like any other
+full, e.g. one ending in a line feed: `core.ids.check_stored_id`) are counted like any other
 from the journal's seq order, but the journal can no longer be read per thread for them, and
 nothing can be appended to them: their snapshot count is final and they are never re-counted.
 The report lists them (`invalid_id_threads`, named with the invalid parts escaped) besides any
@@ -31,12 +31,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from memstream.ids import ID, shown_id
-from memstream.journal.base import Journal
-from memstream.journal.models import ThreadRef
+from core.ids import ID, shown_id
+from core.journal.models import ThreadRef
+from core.stores.journal import Journal
+from core.stores.transcripts import ThreadCount, TranscriptStore
 from memstream.ops.progress import Progress, ProgressCallback, no_progress
-from memstream.relay import Relay
-from sinks.clickhouse.base import ThreadCount, TranscriptStore
+from streams.relays.journal import Relay
 
 ThreadKey = tuple[str, str]  # (account_id, thread_id)
 DiffKind = Literal["missing_thread", "fewer", "more", "unknown_thread"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memstream.config import Settings
+from core.config import Settings
 from sinks.clickhouse.store import ClickHouseTranscriptStore
 
 

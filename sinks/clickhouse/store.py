@@ -38,7 +38,7 @@ import clickhouse_connect
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 
-from sinks.clickhouse.base import (
+from core.stores.transcripts import (
     MessageHit,
     Role,
     ThreadCount,
@@ -48,6 +48,7 @@ from sinks.clickhouse.base import (
     TranscriptScope,
     TranscriptUnavailable,
 )
+from core.transcripts.tool_calls import ToolCallMessage, group_calls
 from sinks.clickhouse.schema import (
     COLUMNS,
     INSTANCE_TABLE,
@@ -59,7 +60,6 @@ from sinks.clickhouse.schema import (
     create_table,
     create_view,
 )
-from sinks.clickhouse.tool_calls import ToolCallMessage, group_calls
 
 log = logging.getLogger("memstream.clickhouse")
 

@@ -25,7 +25,7 @@ from urllib.parse import unquote, urlsplit
 
 import obstore
 
-from memstream.config import Settings, mask_url
+from core.config import Settings, mask_url
 from sinks.objectstore.summaries import open_object_store
 
 if TYPE_CHECKING:

@@ -37,7 +37,7 @@ cache sits in front of it on the context path).
 
 The one gap: when a thread's objects were lost (its folder or the whole store deleted), the next
 write continues above the highest version ever written (`floor`, from the durable high-water mark
-of `memstream.summary_store.MonotonicSummaryStore`): e.g. v3 is created where nothing is left, so
+of `core.summaries.layered.MonotonicSummaryStore`): e.g. v3 is created where nothing is left, so
 a version number is never reused and never goes backwards. That write publishes `summary.json`
 right after its create; only if that publish fails do readers see no summary until the next
 `current()` repairs it.
@@ -62,9 +62,9 @@ import obstore
 from obstore.exceptions import AlreadyExistsError
 from obstore.store import LocalStore, S3Store
 
-from memstream.config import S3Settings, Settings
-from memstream.journal.models import ThreadRef
-from memstream.summaries import (
+from core.config import S3Settings, Settings
+from core.journal.models import ThreadRef
+from core.summaries.models import (
     Summary,
     SummaryUnavailable,
     SummaryVersionConflict,
@@ -184,7 +184,7 @@ class _SummaryObjects:
 
 
 class ObjectStoreSummaryReader(_SummaryObjects):
-    """`memstream.summaries.SummaryReader` over an obstore store."""
+    """`core.summaries.models.SummaryReader` over an obstore store."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ObjectStoreSummaryReader:
@@ -203,7 +203,7 @@ class ObjectStoreSummaryReader(_SummaryObjects):
 
 
 class ObjectStoreSummaryWriter(ObjectStoreSummaryReader):
-    """`memstream.summaries.SummaryWriter` (and `SummaryReader`) over an obstore store: versioned,
+    """`core.summaries.models.SummaryWriter` (and `SummaryReader`) over an obstore store: versioned,
     optimistic writes as described in the module doc."""
 
     @classmethod

@@ -1,7 +1,7 @@
 """The `agents` table: one row per agent with capability bindings (no row = no capabilities).
 
 Every statement names the full key (environment, account_id, agent_id). The rules (which
-capability names exist) live in `memstream.memory.agents`.
+capability names exist) live in `core.memory.agents`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The `api_keys` table: one row per issued key, holding only the SHA-256 of the key.
 
 Every statement names the environment; lookups by hash are exact-match on a unique index.
-The key logic (format, hashing, verification rules) lives in `memstream.auth`.
+The key logic (format, hashing, verification rules) lives in `core.auth`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ class ApiKeyRecord:
     account_id: str
     prefix: str
     label: str
-    surface: str  # `agent` or `mcp` (memstream.auth.Surface; the table checks it)
+    surface: str  # `agent` or `mcp` (core.auth.Surface; the table checks it)
     created_at: datetime
     revoked_at: datetime | None
 

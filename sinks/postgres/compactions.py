@@ -16,7 +16,7 @@ what must survive them:
   re-evaluates the thread once the request in flight is settled (instead of waiting for another
   message).
 - The summary version high-water mark (`PostgresSummaryVersions`, a
-  `memstream.summaries.SummaryVersionFloor`): the highest version ever written, only ever raised.
+  `core.summaries.models.SummaryVersionFloor`): the highest version ever written, only ever raised.
 
 Every statement names the full key. Errors are the driver's (asyncpg): callers in processors let
 them propagate, so the batch is retried.
@@ -31,8 +31,8 @@ from typing import Any
 
 import asyncpg
 
-from memstream.journal.models import ThreadRef
-from sinks.redis.thresholds import ThreadScope
+from core.journal.models import ThreadRef
+from core.stores.thresholds import ThreadScope
 
 _KEY = "environment = $1 AND account_id = $2 AND agent_id = $3 AND thread_id = $4"
 
@@ -173,7 +173,7 @@ class PostgresCompactions:
 
 
 class PostgresSummaryVersions:
-    """`memstream.summaries.SummaryVersionFloor` on `thread_compactions.summary_version`."""
+    """`core.summaries.models.SummaryVersionFloor` on `thread_compactions.summary_version`."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool

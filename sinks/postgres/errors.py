@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncpg
 import asyncpg.exceptions as pg
 
-from memstream.errors import error_chain
+from core.errors import error_chain
 
 RETRY_AFTER_S = 5
 """What callers are told to wait before retrying while PostgreSQL is unavailable."""

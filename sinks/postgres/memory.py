@@ -1,4 +1,4 @@
-"""The `memory_entries` and `memory_outbox` tables behind `memstream.memory.service.MemoryService`.
+"""The `memory_entries` and `memory_outbox` tables behind `core.memory.service.MemoryService`.
 
 This module is SQL only; the rules (screening, capacity, same-key, visibility choice) live in the
 service. Every read names the scope (environment, account_id, agent_id) and the caller's user:
@@ -24,7 +24,7 @@ from typing import Any
 
 import asyncpg
 
-from memstream.memory.models import EntryEvent, MemoryEntry, Provenance, entry_key
+from core.memory.models import EntryEvent, MemoryEntry, Provenance, entry_key
 
 _COLUMNS = (
     "entry_id, environment, account_id, agent_id, user_id, author_user_id, key, content, category, "
@@ -421,7 +421,7 @@ class PostgresMemoryStore:
     ) -> list[StoredEntry]:
         """Live user_profile entries private to `scope.user_id` (never shared ones) with importance
         >= min_importance, by importance then recency; exact ties by entry_id descending, as
-        `memstream.memory.pinning.select_pinned`."""
+        `core.memory.pinning.select_pinned`."""
         where = _Where(scope)
         where.filters(now=now, category="user_profile", visibility="private")
         where.add(f"importance >= {where.arg(min_importance)}")

@@ -1,14 +1,14 @@
 """Journal progress in Postgres: the relay's partition bounds and each consumer group's progress.
 
 Tables (migration 0005): `relay_bounds`, `consumer_progress`, `consumer_watermarks`. What the
-values mean, and why they stay true on any broker, is in `streams.sequencing`. Postgres is where
+values mean, and why they stay true on any broker, is in `core.sequencing`. Postgres is where
 every deployment keeps them: processors may run in `memstream worker` processes that have no
 journal, and the node that republishes after a broker loss reads them all.
 
 `PostgresProgress(pool)` is
 - the relay's `BoundsStore`: `save_bounds` (one statement per confirmed batch, all partitions at
   once) and `load_bounds`;
-- the runtime's `ProgressStore` (`streams.runtime.progress`): `load` and `checkpoint` (one
+- the runtime's `ProgressStore` (`core.stores.progress`): `load` and `checkpoint` (one
   transaction per batch: raise the done values, lift them with the stored bounds, raise the
   watermark; values only ever rise, so concurrent members of one group cannot lower them);
 - the node's `low_watermark(groups, topic)`: the lowest watermark over `groups`, computed afresh
@@ -26,8 +26,8 @@ from collections.abc import Mapping, Sequence
 
 import asyncpg
 
-from streams.runtime.progress import GroupProgress, TopicProgress
-from streams.sequencing import Mark, PartitionBounds, lift
+from core.sequencing import Mark, PartitionBounds, lift
+from core.stores.progress import GroupProgress, TopicProgress
 
 
 class PostgresProgress:

@@ -1,4 +1,4 @@
-"""The `threads` table behind `memstream.threads.ThreadStore`.
+"""The `threads` table behind `core.threads.ThreadStore`.
 
 Every statement filters on the full key (environment, account_id, thread_id): there is no query
 that could return another account's or another environment's thread.
@@ -12,7 +12,7 @@ from typing import Any
 
 import asyncpg
 
-from memstream.threads import Thread
+from core.threads import Thread
 
 _COLUMNS = "environment, account_id, thread_id, agent_id, user_id, metadata, created_at, updated_at"
 _KEY = "environment = $1 AND account_id = $2 AND thread_id = $3"

@@ -1,1 +1,2 @@
-"""The vector index of agent memory: one interface, Qdrant Edge (embedded) and Qdrant server adapters."""
+"""The vector index of agent memory (`core.stores.vectors.VectorIndex`): Qdrant Edge (embedded) and
+Qdrant server adapters."""

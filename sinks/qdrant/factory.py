@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memstream.config import Settings
-from sinks.qdrant.base import VectorIndex
+from core.config import Settings
+from core.stores.vectors import VectorIndex
 from sinks.qdrant.edge import QdrantEdgeIndex
 from sinks.qdrant.server import QdrantServerIndex
 

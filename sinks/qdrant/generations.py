@@ -33,9 +33,9 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, runtime_checkable
 
-from memstream.embeddings.base import SparseVector
-from memstream.errors import Conflict
-from sinks.qdrant.base import CollectionRef, IndexFilter, IndexPoint, ScoredId
+from core.embeddings.base import SparseVector
+from core.errors import Conflict
+from core.stores.vectors import CollectionRef, IndexFilter, IndexPoint, ScoredId
 from sinks.qdrant.layout import collection_name
 
 _TOKEN = re.compile(r"g[0-9a-f]{8}")

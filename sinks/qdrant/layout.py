@@ -20,7 +20,7 @@ import hashlib
 import re
 import uuid
 
-from sinks.qdrant.base import CollectionRef
+from core.stores.vectors import CollectionRef
 
 DENSE = "dense"
 SPARSE = "sparse"

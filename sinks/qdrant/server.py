@@ -29,8 +29,8 @@ from typing import Any, TypeVar
 from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import ApiException, UnexpectedResponse
 
-from memstream.embeddings.base import SparseVector
-from sinks.qdrant.base import CollectionRef, IndexFilter, IndexPoint, IndexUnavailable, ScoredId
+from core.embeddings.base import SparseVector
+from core.stores.vectors import CollectionRef, IndexFilter, IndexPoint, IndexUnavailable, ScoredId
 from sinks.qdrant.generations import (
     Mirror,
     base_name,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from memstream.errors import MemstreamError
+from core.errors import MemstreamError
 
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then

@@ -1,4 +1,4 @@
-"""`memstream.summaries.SummaryCache` in Redis: a thread's latest summary, cached for one hour.
+"""`core.summaries.models.SummaryCache` in Redis: a thread's latest summary, cached for one hour.
 
 Each entry is a hash `{version, body}` under
 `memstream/summary/{store}/{environment}/{account}/{agent}/{thread}`, where `{store}` is a short
@@ -28,9 +28,9 @@ from collections.abc import Callable
 
 from redis.asyncio import Redis
 
-from memstream.config import Settings
-from memstream.journal.models import ThreadRef
-from memstream.summaries import Summary
+from core.config import Settings
+from core.journal.models import ThreadRef
+from core.summaries.models import Summary
 from sinks.redis.client import redis_client
 
 log = logging.getLogger(__name__)

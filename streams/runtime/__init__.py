@@ -5,8 +5,8 @@ Public API:
 - `RuntimeOptions` (batching, retries, outages, dead-letter limit, restarts, consumer-group timing);
 - `build_app`, `ProcessorRuntime` (one processor in one faust App, in the current loop);
 - `ProcessorSupervisor` (processors kept running: a crashed one restarted alone, with backoff);
-- `run_processors` (several, in the caller's loop; a crash ends the run) and `run_worker` (one,
-  supervised, owning SIGINT/SIGTERM);
+- `run_processors` (several, in the caller's loop; a crash ends the run; `memstream worker NAME`
+  runs one supervised: `memstream.worker.run_worker`);
 - `is_outage` (the one classifier of "a store is unavailable: wait" versus "the record may be bad");
 - errors: `SinkUnavailable` (raise it for a store outage), `ProcessorCannotRun` (from `start()`:
   never restarted), `ProcessorCrashed`, `DeadLetterLimitExceeded`, `DeadLetterUnavailable`,
@@ -26,7 +26,7 @@ from streams.runtime.options import RuntimeOptions
 from streams.runtime.outages import is_outage
 from streams.runtime.processor import InvalidMessage, Processor, Record, Sink, TransformProcessor, group_id
 from streams.runtime.supervisor import ProcessorSupervisor
-from streams.runtime.worker import run_processors, run_worker
+from streams.runtime.worker import run_processors
 
 __all__ = [
     "DeadLetterLimitExceeded",
@@ -47,5 +47,4 @@ __all__ = [
     "group_id",
     "is_outage",
     "run_processors",
-    "run_worker",
 ]

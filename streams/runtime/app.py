@@ -36,14 +36,15 @@ import faust
 from faust.streams import Stream
 from faust.types import EventT, StreamT
 
-from memstream.config import Settings
+from core.config import Settings
+from core.stores.progress import ProgressStore
 from streams.runtime.batch import run_batch
 from streams.runtime.consumer import CommitGuardConsumer, CommitGuardTransport
 from streams.runtime.dlq import DeadLetterLimit, DeadLetterQueue
 from streams.runtime.errors import BatchAbandoned, ProcessorCrashed
 from streams.runtime.options import RuntimeOptions
 from streams.runtime.processor import Processor, Record, group_id
-from streams.runtime.progress import ProgressStore, ProgressTracker
+from streams.runtime.progress import ProgressTracker
 from streams.topics import TopicRegistry, topic_name
 
 log = logging.getLogger("memstream.runtime")

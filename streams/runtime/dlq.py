@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from memstream.config import Settings
+from core.config import Settings
 from streams.events import dead_letter_payload
 from streams.producer import make_producer
 from streams.runtime.errors import DeadLetterLimitExceeded, DeadLetterUnavailable

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memstream.errors import MemstreamError
+from core.errors import MemstreamError
 
 
 class ProcessorCrashed(MemstreamError):

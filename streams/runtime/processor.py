@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from memstream.config import Settings
+from core.config import Settings
 
 T = TypeVar("T")
 T_contra = TypeVar("T_contra", contravariant=True)

@@ -1,4 +1,4 @@
-"""A consumer group's progress through the journal, kept outside the broker (`streams.sequencing`).
+"""A consumer group's progress through the journal, kept outside the broker (`core.sequencing`).
 
 `ProgressTracker(group_id, store)` is what the runtime keeps per processor:
 - `load(scope)` reads the group's stored progress (at start). With the processor's
@@ -11,7 +11,7 @@
   again. This is what makes a republish from the lowest checkpoint cheap for a processor that was
   ahead: its old records are recognised from their headers, without decoding;
 - `advance(records)`: after a batch's effects are durable (processed, dead-lettered or skipped),
-  extend each partition's chain (`streams.sequencing`);
+  extend each partition's chain (`core.sequencing`);
 - `checkpoint()`: store what advanced, one `store.checkpoint` call per (topic, partition count)
   of the batch, and take back the lifted values and the watermark.
 
@@ -29,53 +29,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Protocol
+from collections.abc import Callable, Iterable
 
+from core.sequencing import Stamp, partition_for
+from core.stores.progress import PartitionKey, ProgressStore
 from streams.runtime.processor import Record
-from streams.sequencing import Stamp, partition_for, stamp_of
+from streams.sequencing import stamp_of
 
 log = logging.getLogger("memstream.runtime.progress")
-
-PartitionKey = tuple[str, int, int]
-"""(broker-side topic, partition count of the mapping, partition)."""
-
-
-@dataclass(frozen=True)
-class TopicProgress:
-    """A group's progress on one topic under one partition count, as stored."""
-
-    watermark: int
-    done: Mapping[int, int]
-
-
-@dataclass
-class GroupProgress:
-    """Everything stored for a group: watermarks per topic, done values per partition."""
-
-    watermarks: dict[str, int] = field(default_factory=dict)
-    done: dict[PartitionKey, int] = field(default_factory=dict)
-
-
-class ProgressStore(Protocol):
-    """Where groups keep their progress (`sinks.postgres.progress.PostgresProgress`)."""
-
-    async def load(self, group_id: str) -> GroupProgress:
-        """The group's stored progress (empty when none)."""
-        ...
-
-    async def checkpoint(
-        self, group_id: str, topic: str, partitions: int, done: Mapping[int, int]
-    ) -> TopicProgress:
-        """Raise the stored done values to at least `done`, lift them with the relay's bounds and
-        raise the watermark (`streams.sequencing.lift`); returns what is stored afterwards."""
-        ...
-
-    async def claim_scope(self, group_id: str, scope: str) -> bool:
-        """Make `scope` the store the group's progress belongs to; True when progress stored for
-        another scope was dropped."""
-        ...
 
 
 class ProgressTracker:

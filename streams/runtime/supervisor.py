@@ -43,15 +43,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from memstream.config import Settings
-from memstream.errors import error_chain as chain
+from core.config import Settings
+from core.errors import error_chain as chain
+from core.stores.progress import ProgressStore
 from streams.runtime.app import ProcessorRuntime
 from streams.runtime.dlq import DeadLetterLimit
 from streams.runtime.errors import ProcessorCannotRun, ProcessorCrashed, UnknownProcessor
 from streams.runtime.leave_group import leave_group, member_of
 from streams.runtime.options import RuntimeOptions
 from streams.runtime.processor import Processor, group_id
-from streams.runtime.progress import ProgressStore
 from streams.topics import TopicRegistry
 
 log = logging.getLogger("memstream.runtime")

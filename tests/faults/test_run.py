@@ -18,7 +18,7 @@ from faults.profiles import SHORT
 from faults.report import RunReport
 from faults.run import Run
 
-pytestmark = pytest.mark.timeout(2400)
+pytestmark = [pytest.mark.timeout(2400), pytest.mark.engine]  # its `report` fixture runs `memstream up`
 
 SCENARIOS = [*dict.fromkeys(SHORT.plan), "second-writer"]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.embedded.bootstrap import create_key
 from memstream.embedded.process import ManagedProcess, free_port
 from memstream.embedded.supervisor import http_ok

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from memstream.journal.tokens import count_tokens
-from memstream.summaries import summary_key
+from core.journal.tokens import count_tokens
+from core.summaries.models import summary_key
 
 
 def write_summary(

@@ -14,11 +14,11 @@ import httpx
 import pytest
 from click.testing import CliRunner, Result
 
+from core.config import Settings
 from memstream.cli import _follow_lag, main
-from memstream.config import Settings
 from memstream.embedded.process import free_port
 from tests.memstream.node_process import RunningNode, node_env, running_node
-from tests.memstream.relay_support import journal_seqs
+from tests.streams.relays.support import journal_seqs
 
 
 class Node(RunningNode):
@@ -120,10 +120,10 @@ def test_operator_commands_against_a_running_node(node: Node, settings: Settings
     assert "33 messages in 4 threads" in result.output
 
 
-def test_commands_say_when_no_node_answers(settings: Settings, tmp_path: Path) -> None:
-    env = node_env(settings, free_port())
-    (settings.data_path).mkdir(parents=True, exist_ok=True)
-    (settings.data_path / "admin.token").write_text("t0ken\n")
+def test_commands_say_when_no_node_answers(base_settings: Settings, tmp_path: Path) -> None:
+    env = node_env(base_settings, free_port())
+    (base_settings.data_path).mkdir(parents=True, exist_ok=True)
+    (base_settings.data_path / "admin.token").write_text("t0ken\n")
     runner = CliRunner()
     for args in (["verify"], ["republish", "--from-seq", "0"], ["rebuild", "clickhouse"]):
         result = runner.invoke(main, args, env=env)

@@ -18,11 +18,11 @@ from typing import Any
 import asyncpg
 import httpx
 
-from memstream.config import Settings
+from core.config import Settings
+from core.stores.thresholds import ThreadScope
 from memstream.embedded.bootstrap import create_key
 from memstream.embedded.process import free_port
-from processors.thresholds import open_store
-from sinks.redis.thresholds import ThreadScope
+from memstream.wiring.processors import threshold_store
 from tests.memstream.node_process import node_env, node_process
 from tests.processors.test_thresholds_node import forget_counters
 
@@ -80,7 +80,7 @@ async def _open_compaction(settings: Settings) -> Any:
 
 
 async def _guard(settings: Settings) -> bytes | None:
-    store = open_store(settings)
+    store = threshold_store(settings)
     try:
         held: bytes | None = await store.client.get(
             store.guard_key(ThreadScope(settings.environment, "acme", "bot", THREAD))

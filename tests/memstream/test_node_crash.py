@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 from confluent_kafka import Consumer, KafkaError
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.embedded.bootstrap import create_key
 from memstream.embedded.process import free_port
 from tests.memstream.node_process import node_env, node_process

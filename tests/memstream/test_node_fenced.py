@@ -9,8 +9,8 @@ from pathlib import Path
 
 import httpx
 
+from core.config import Settings
 from memstream import exit_codes
-from memstream.config import Settings
 from memstream.embedded.bootstrap import create_key
 from memstream.embedded.process import free_port
 from tests.memstream.node_process import node_env, node_process

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from memstream.config import Settings
+from core.config import Settings
 from tests.memstream.node_process import running_node
 
 

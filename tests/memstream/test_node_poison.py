@@ -19,11 +19,11 @@ from typing import Any
 import httpx
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.embedded.bootstrap import create_key
 from memstream.embedded.process import ManagedProcess, free_port
+from memstream.wiring.processors import threshold_namespace
 from processors.thresholds import NAME as THRESHOLDS
-from processors.thresholds import store_namespace
 from sinks.redis.client import redis_client
 from streams.events import message_payload
 from streams.runtime.processor import group_id
@@ -96,7 +96,7 @@ def wait_for(condition: Any, timeout: float, what: str, log: Path) -> Any:
 async def forget_counters(settings: Settings) -> None:
     client = redis_client(settings.redis)
     try:
-        keys = [k async for k in client.scan_iter(match=f"{store_namespace(settings)}/*")]
+        keys = [k async for k in client.scan_iter(match=f"{threshold_namespace(settings)}/*")]
         if keys:
             await client.delete(*keys)
     finally:

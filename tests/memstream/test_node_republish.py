@@ -20,12 +20,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from core.config import Settings
+from core.journal.models import NewMessage, ThreadRef
 from memstream.cli import main
-from memstream.config import Settings
-from memstream.journal import NewMessage, SlateJournal, ThreadRef
+from sinks.slatedb.journal import SlateJournal
 from tests.memstream.node_process import RunningNode, running_node
 from tests.memstream.own_broker import OwnBroker, own_broker
-from tests.memstream.relay_support import journal_seqs
+from tests.streams.relays.support import journal_seqs
 
 OTHER_TOPIC = 12345
 """The fingerprint (`streams.identity`) of another broker's journal topic."""

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import httpx
 
-from memstream.config import Settings
+from core.config import Settings
+from core.journal.models import NewMessage, ThreadRef
 from memstream.embedded.bootstrap import create_key
 from memstream.embedded.process import free_port
-from memstream.journal.models import NewMessage, ThreadRef
-from memstream.journal.store import SlateJournal
+from sinks.slatedb.journal import SlateJournal
 from tests.memstream.node_process import node_env, node_process
 
 BACKLOG = 60_000

@@ -7,7 +7,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from memstream.memory.models import EntryEvent, MemoryEntry, entry_key
+from core.memory.models import EntryEvent, MemoryEntry, entry_key
 from streams.runtime.processor import Record
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)

@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from pydantic import SecretStr
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.embedded.process import free_port
 from streams.producer import BatchPublisher, make_producer
 from streams.runtime import RuntimeOptions, run_processors

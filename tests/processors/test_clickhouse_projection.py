@@ -8,14 +8,14 @@ from collections.abc import Sequence
 
 import pytest
 
-from memstream.journal.models import ToolCall
+from core.journal.models import ToolCall
+from core.stores.transcripts import TranscriptRow, TranscriptUnavailable
 from processors.clickhouse_projection import (
     NAME,
     ClickHouseProjection,
     decode,
     rows,
 )
-from sinks.clickhouse.base import TranscriptRow, TranscriptUnavailable
 from streams.events import InvalidEvent, UnsupportedSchemaVersion
 from streams.runtime.errors import SinkUnavailable
 from streams.runtime.outages import is_outage

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from memstream.config import Settings
-from memstream.journal.models import Message, ToolCall
+from core.config import Settings
+from core.journal.models import Message, ToolCall
+from core.stores.transcripts import TranscriptRow, TranscriptScope, TranscriptUnavailable
 from processors.clickhouse_projection import NAME, ClickHouseProjection
-from sinks.clickhouse.base import TranscriptRow, TranscriptScope, TranscriptUnavailable
 from sinks.clickhouse.store import ClickHouseTranscriptStore
 from streams.admin import apply_topics
 from streams.events import encode_message

@@ -15,11 +15,11 @@ from typing import Any
 import asyncpg
 import pytest
 
-from memstream.config import Settings
-from memstream.journal.models import Message
-from memstream.journal.store import SlateJournal
-from memstream.models.offline import OfflineChatModel
-from memstream.summary_store import CachedSummaryWriter, MonotonicSummaryStore
+from core.chat.offline import OfflineChatModel
+from core.config import Settings
+from core.journal.models import Message
+from core.stores.thresholds import ThreadScope
+from core.summaries.layered import CachedSummaryWriter, MonotonicSummaryStore
 from processors.compaction_recovery import CompactionRecovery, requests_lost
 from processors.summarizer import Summarizer
 from processors.thresholds import OUTPUT_TOPIC, Thresholds
@@ -27,7 +27,8 @@ from sinks.objectstore.summaries import ObjectStoreSummaryWriter
 from sinks.postgres.compactions import PostgresCompactions, PostgresSummaryVersions
 from sinks.redis.locks import RedisLocks
 from sinks.redis.summary_cache import RedisSummaryCache
-from sinks.redis.thresholds import ThreadScope, ThresholdStore
+from sinks.redis.thresholds import ThresholdStore
+from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.runtime.processor import Record
 from streams.topics import default_registry
@@ -165,7 +166,7 @@ async def test_when_the_topics_are_new_every_open_request_is_requested_again_at_
 async def test_when_the_topic_check_finds_new_compaction_topics_every_open_request_is_requested_again(
     rig: Rig,
 ) -> None:
-    """The node's topic check (`memstream.topic_sync.CompactionTopicGuard`) saw another incarnation
+    """The node's topic check (`streams.topic_sync.CompactionTopicGuard`) saw another incarnation
     of a compaction topic: whoever declared it again, the open request is produced again at once."""
     await crossed(rig)
     recovery = rig.recovery(interval_s=3600.0)  # only the start and the wake-up sweep

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memstream.errors import InvalidInput
-from memstream.journal.models import Message
-from memstream.models.base import ExtractedFact
+from core.chat.base import ExtractedFact
+from core.errors import InvalidInput
+from core.journal.models import Message
 from processors.flush import SOURCE_TOPIC, FlushResult, decode, fact_owner, flushed_payload
 from streams.runtime.processor import InvalidMessage, Record
 from streams.topics import default_registry

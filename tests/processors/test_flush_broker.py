@@ -12,22 +12,24 @@ from typing import Any
 import asyncpg
 import pytest
 
-from memstream.config import Settings
-from memstream.journal.models import Message, NewMessage, ThreadRef
-from memstream.journal.store import SlateJournal
-from memstream.memory.agents import AgentRef, AgentService
-from memstream.memory.models import MemoryEntry
-from memstream.memory.pinning import MemoryPinnedFacts
-from memstream.memory.service import MemoryService
-from memstream.models.base import (
+from core.chat.base import (
     FactsDraft,
     ModelUnavailable,
 )
-from memstream.models.offline import OfflineChatModel
-from memstream.pinned import MemoryScope
-from processors.flush import NAME, OUTPUT_TOPIC, SOURCE_TOPIC, Flush, NeedsNode, create
+from core.chat.offline import OfflineChatModel
+from core.config import Settings
+from core.journal.models import Message, NewMessage, ThreadRef
+from core.memory.agents import AgentRef, AgentService
+from core.memory.models import MemoryEntry
+from core.memory.pinned import MemoryScope
+from core.memory.pinning import MemoryPinnedFacts
+from core.memory.service import MemoryService
+from memstream.wiring.processors import build_flush
+from processors.errors import NeedsNode
+from processors.flush import NAME, OUTPUT_TOPIC, SOURCE_TOPIC, Flush
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
+from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.runtime.processor import InvalidMessage, Processor, Record
 from streams.topics import default_registry
@@ -222,7 +224,7 @@ async def test_an_invalid_request_is_dead_lettered_before_anything_is_done(
 
 
 def test_outside_the_node_the_processor_refuses_to_start(settings_: Settings) -> None:
-    processor = create(settings_)
+    processor = build_flush(settings_)
     assert processor.name == NAME
     with pytest.raises(NeedsNode, match="runs inside the node"):
         asyncio.run(processor.start())

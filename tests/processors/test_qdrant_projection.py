@@ -10,12 +10,12 @@ import httpx
 import pytest
 from qdrant_client.http.exceptions import UnexpectedResponse
 
-from memstream.config import Settings
-from memstream.embeddings.offline import OfflineMiniLM
-from memstream.embeddings.sparse import Bm25Sparse
-from processors.qdrant_projection import NAME, QdrantProjection, create, entry_payload, plan
-from processors.registry import PROCESSORS, create_processor
-from sinks.qdrant.base import CollectionRef, IndexFilter, IndexPoint, IndexUnavailable
+from core.config import Settings
+from core.stores.vectors import CollectionRef, IndexFilter, IndexPoint, IndexUnavailable
+from memstream.wiring.processors import PROCESSORS, build_qdrant_projection, create_processor
+from processors.qdrant_projection import NAME, QdrantProjection, entry_payload, plan
+from sinks.embeddings.bm25 import Bm25Sparse
+from sinks.embeddings.minilm import OfflineMiniLM
 from sinks.qdrant.edge import QdrantEdgeIndex
 from streams.runtime.errors import SinkUnavailable
 from streams.runtime.outages import is_outage
@@ -156,7 +156,7 @@ async def test_processing_a_batch_twice_gives_the_same_index(
 
 
 def test_a_worker_alone_opens_and_closes_its_own_index(tmp_path: Path) -> None:
-    processor = create(Settings(data_dir=tmp_path))
+    processor = build_qdrant_projection(Settings(data_dir=tmp_path))
     assert isinstance(processor.sink.index, QdrantEdgeIndex) and processor.close_index
 
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from memstream.config import Settings
-from memstream.embeddings.offline import OfflineMiniLM
-from memstream.embeddings.sparse import Bm25Sparse
+from core.config import Settings
+from core.stores.vectors import CollectionRef, IndexFilter
 from processors.qdrant_projection import NAME, QdrantProjection, entry_payload
-from sinks.qdrant.base import CollectionRef, IndexFilter
+from sinks.embeddings.bm25 import Bm25Sparse
+from sinks.embeddings.minilm import OfflineMiniLM
 from sinks.qdrant.edge import QdrantEdgeIndex
 from streams.admin import apply_topics
 from streams.runtime import RuntimeOptions

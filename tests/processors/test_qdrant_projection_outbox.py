@@ -11,15 +11,15 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from memstream.embeddings.offline import OfflineMiniLM
-from memstream.embeddings.sparse import Bm25Sparse
-from memstream.memory.hygiene import run_hygiene
-from memstream.memory.outbox import encode_value
-from memstream.memory.service import MemoryService
+from core.memory.hygiene import run_hygiene
+from core.memory.service import MemoryService
+from core.stores.vectors import CollectionRef
 from processors.qdrant_projection import QdrantProjection, entry_payload
-from sinks.qdrant.base import CollectionRef
+from sinks.embeddings.bm25 import Bm25Sparse
+from sinks.embeddings.minilm import OfflineMiniLM
+from streams.relays.memory_entries import encode_value
 from streams.runtime.processor import Record
-from tests.memstream.memory.helpers import FakeClock, scope
+from tests.core.memory.helpers import FakeClock, scope
 from tests.processors.projection_support import TOPIC
 from tests.sinks.qdrant.adapters import KINDS, Index, open_adapter
 

@@ -16,20 +16,20 @@ import pytest
 from pydantic import SecretStr
 from redis.asyncio import Redis
 
-from memstream.config import Settings
-from memstream.journal.models import Message, NewMessage, Role, ThreadRef
-from memstream.journal.store import SlateJournal
-from memstream.models.base import ChatModel, ModelUnavailable, SummaryDraft
-from memstream.models.offline import OfflineChatModel
-from memstream.summaries import Summary, summarization_lock_name, summary_version_key
-from memstream.summary_store import CachedSummaryWriter, MonotonicSummaryStore
+from core.chat.base import ChatModel, ModelUnavailable, SummaryDraft
+from core.chat.offline import OfflineChatModel
+from core.config import Settings
+from core.journal.models import Message, NewMessage, Role, ThreadRef
+from core.stores.thresholds import ThreadScope
+from core.summaries.layered import CachedSummaryWriter, MonotonicSummaryStore
+from core.summaries.models import Summary, summarization_lock_name, summary_version_key
+from memstream.wiring.processors import build_summarizer
+from processors.errors import NeedsNodeJournal
 from processors.summarizer import (
     LOCK_TTL_S,
     SUMMARY_MAX_TOKENS,
     Summarizer,
-    create,
 )
-from processors.thresholds import NeedsNodeJournal
 from sinks.objectstore.summaries import (
     ObjectStoreSummaryReader,
     ObjectStoreSummaryWriter,
@@ -39,7 +39,8 @@ from sinks.postgres.compactions import PostgresCompactions, PostgresSummaryVersi
 from sinks.redis.client import redis_client
 from sinks.redis.locks import RedisLocks
 from sinks.redis.summary_cache import RedisSummaryCache
-from sinks.redis.thresholds import ThreadScope, ThresholdStore
+from sinks.redis.thresholds import ThresholdStore
+from sinks.slatedb.journal import SlateJournal
 from streams.runtime.processor import InvalidMessage, Record
 from tests.processors.threshold_support import threshold_store
 
@@ -324,7 +325,7 @@ async def test_an_invalid_record_is_rejected_before_anything_happens(rig: Rig) -
 
 
 def test_outside_the_node_the_summarizer_refuses_to_start(settings_: Settings) -> None:
-    processor = create(settings_)
+    processor = build_summarizer(settings_)
     with pytest.raises(NeedsNodeJournal, match="runs inside the node"):
         asyncio.run(processor.start())
     asyncio.run(processor.stop())

@@ -11,18 +11,19 @@ from typing import Any
 import asyncpg
 import pytest
 
-from memstream.config import Settings
-from memstream.journal.models import NewMessage, ThreadRef
-from memstream.journal.store import SlateJournal
-from memstream.models.offline import OfflineChatModel
-from memstream.summary_store import CachedSummaryWriter
+from core.chat.offline import OfflineChatModel
+from core.config import Settings
+from core.journal.models import NewMessage, ThreadRef
+from core.stores.thresholds import ThreadScope
+from core.summaries.layered import CachedSummaryWriter
 from processors.summarizer import NAME, SOURCE_TOPIC, Summarizer
 from sinks.objectstore.summaries import ObjectStoreSummaryReader, ObjectStoreSummaryWriter
 from sinks.postgres.compactions import PostgresCompactions
 from sinks.redis.client import redis_client
 from sinks.redis.locks import RedisLocks
 from sinks.redis.summary_cache import RedisSummaryCache
-from sinks.redis.thresholds import ThreadScope, ThresholdStore
+from sinks.redis.thresholds import ThresholdStore
+from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.runtime import RuntimeOptions
 from streams.topics import TopicRegistry, default_registry

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from memstream.journal.models import Message
+from core.journal.models import Message
+from core.stores.thresholds import Outcome
 from processors.thresholds import (
     MESSAGE_LIMIT,
     OUTPUT_TOPIC,
@@ -15,7 +16,6 @@ from processors.thresholds import (
     fold,
     request_payload,
 )
-from sinks.redis.thresholds import Outcome
 from streams.topics import default_registry
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)

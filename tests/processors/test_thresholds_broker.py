@@ -13,16 +13,18 @@ from typing import Any
 import asyncpg
 import pytest
 
-from memstream.config import Settings
-from memstream.journal.models import Message, NewMessage, Role, ThreadRef
-from memstream.journal.store import SlateJournal
-from memstream.summaries import Summary
-from processors.thresholds import NAME, OUTPUT_TOPIC, Counters, Thresholds, advance, create
+from core.config import Settings
+from core.journal.models import Message, NewMessage, Role, ThreadRef
+from core.stores.thresholds import ThreadScope
+from core.summaries.models import Summary
+from memstream.wiring.processors import build_thresholds
+from processors.thresholds import NAME, OUTPUT_TOPIC, Counters, Thresholds, advance
 from sinks.objectstore.summaries import ObjectStoreSummaryWriter
 from sinks.postgres.compactions import PostgresCompactions
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
-from sinks.redis.thresholds import ThreadScope, ThresholdStore
+from sinks.redis.thresholds import ThresholdStore
+from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.events import encode_message
 from streams.runtime import RuntimeOptions
@@ -277,9 +279,9 @@ async def test_an_invalid_record_is_rejected_before_anything_is_counted(
 
 
 def test_outside_the_node_the_processor_refuses_to_start(settings_: Settings) -> None:
-    from processors.thresholds import NeedsNodeJournal
+    from processors.errors import NeedsNodeJournal
 
-    processor = create(settings_)
+    processor = build_thresholds(settings_)
     with pytest.raises(NeedsNodeJournal, match="runs inside the node"):
         asyncio.run(processor.start())
     asyncio.run(processor.stop())

@@ -18,13 +18,14 @@ import pytest
 from hypothesis import strategies as st
 from pydantic import SecretStr
 
-from memstream.config import Settings
-from memstream.journal.models import Message, NewMessage, ThreadRef
-from memstream.journal.store import SlateJournal
-from memstream.summaries import Summary
+from core.config import Settings
+from core.journal.models import Message, NewMessage, ThreadRef
+from core.stores.thresholds import Outcome, ThreadScope
+from core.summaries.models import Summary
 from processors.thresholds import Counters, Thresholds, crossing, fold
 from sinks.objectstore.summaries import ObjectStoreSummaryWriter
-from sinks.redis.thresholds import Outcome, ThreadScope, ThresholdStore
+from sinks.redis.thresholds import ThresholdStore
+from sinks.slatedb.journal import SlateJournal
 from tests.processors.threshold_support import threshold_store, wipe
 
 REF = ThreadRef(environment="test", account_id="acme", thread_id="th-1")

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import httpx
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.embedded.bootstrap import create_key
 from memstream.embedded.process import free_port
-from processors.thresholds import store_namespace
+from memstream.wiring.processors import threshold_namespace
 from sinks.redis.client import redis_client
 from tests.memstream.node_process import node_env, node_process
 from tests.processors.test_thresholds_broker import requests
@@ -21,7 +21,7 @@ async def forget_counters(settings: Settings) -> None:
     """Delete the node's threshold keys from the shared test Redis."""
     client = redis_client(settings.redis)
     try:
-        keys = [k async for k in client.scan_iter(match=f"{store_namespace(settings)}/*")]
+        keys = [k async for k in client.scan_iter(match=f"{threshold_namespace(settings)}/*")]
         assert keys, "the node counted nothing in Redis"
         await client.delete(*keys)
     finally:

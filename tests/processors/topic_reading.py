@@ -9,7 +9,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from memstream.config import Settings
+from core.config import Settings
 from streams.topics import default_registry, topic_name
 
 

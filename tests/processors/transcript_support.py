@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from memstream.journal.models import Message, ToolCall
+from core.journal.models import Message, ToolCall
 from streams.events import encode_message
 from streams.runtime.processor import Record
 

@@ -15,7 +15,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.embedded.process import free_port
 from streams.admin import TopicAdminError, apply_topics
 from streams.topics import TopicRegistry, load_topics

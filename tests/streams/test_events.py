@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memstream.journal.models import Message, ToolCall
+from core.journal.models import Message, ToolCall
 from streams.events import (
     MESSAGE_ID_HEADER,
     InvalidEvent,

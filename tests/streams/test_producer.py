@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.embedded.process import free_port
 from streams.admin import apply_topics
 from streams.producer import (

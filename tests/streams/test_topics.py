@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from memstream.config import Settings
-from memstream.journal.models import Message, NewMessage, ToolCall
+from core.config import Settings
+from core.journal.models import Message, NewMessage, ToolCall
 from streams.events import encode_message
 from streams.topics import (
     DEFAULT_TOPICS_PATH,

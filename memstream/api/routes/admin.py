@@ -40,17 +40,17 @@ from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
-from memstream.config import Settings
-from memstream.errors import Conflict, MemstreamError, NotFound, Unauthorized
-from memstream.journal.base import Journal
+from core.config import Settings
+from core.errors import Conflict, MemstreamError, NotFound, Unauthorized
+from core.stores.journal import Journal
+from core.stores.transcripts import TranscriptStore
 from memstream.ops.progress import Progress, ProgressCallback
 from memstream.ops.replay import GroupOffsets, PartitionLag, total_lag
 from memstream.ops.replay_from import parse_replay_from
 from memstream.ops.replay_run import processor_status, run_replay
 from memstream.ops.republish import check_from_seq, republish
 from memstream.ops.verify import verify
-from memstream.relay import Relay
-from sinks.clickhouse.base import TranscriptStore
+from streams.relays.journal import Relay
 from streams.runtime.supervisor import ProcessorSupervisor
 
 log = logging.getLogger("memstream.admin")

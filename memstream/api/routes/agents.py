@@ -12,6 +12,22 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query
 
+from core.auth import Principal
+from core.errors import Conflict
+from core.journal.models import ID_PATTERN, Id
+from core.memory.agents import AgentRef, AgentService
+from core.memory.models import MEMORY_CAPABILITY
+from core.memory.pinned import MemoryScope
+from core.memory.tools import (
+    TOOL_NAMES,
+    MemoryNotBound,
+    ToolContext,
+    ToolSpec,
+    UnknownTool,
+    tools_for,
+)
+from core.stores.transcripts import TranscriptScope
+from core.transcripts.caller import JournalContext
 from memstream.api.deps import ApiDeps, MemoryDeps
 from memstream.api.errors import error_responses
 from memstream.api.schemas import (
@@ -22,22 +38,6 @@ from memstream.api.schemas import (
     ToolsResponse,
 )
 from memstream.api.security import principal_dependency
-from memstream.auth import Principal
-from memstream.errors import Conflict
-from memstream.journal.models import ID_PATTERN, Id
-from memstream.memory.agents import AgentRef, AgentService
-from memstream.memory.models import MEMORY_CAPABILITY
-from memstream.memory.tools import (
-    TOOL_NAMES,
-    MemoryNotBound,
-    ToolContext,
-    ToolSpec,
-    UnknownTool,
-    tools_for,
-)
-from memstream.pinned import MemoryScope
-from memstream.transcripts.context import JournalContext
-from sinks.clickhouse.base import TranscriptScope
 
 AgentIdPath = Annotated[
     Id,

@@ -4,12 +4,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 
+from core.auth import Principal
+from core.turn_context import Context
 from memstream.api.deps import ApiDeps
 from memstream.api.errors import error_responses
 from memstream.api.routes.params import ThreadIdPath
 from memstream.api.security import principal_dependency
-from memstream.auth import Principal
-from memstream.context import Context
 
 
 def context_router(deps: ApiDeps) -> APIRouter:

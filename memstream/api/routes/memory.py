@@ -12,14 +12,14 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Response, status
 from fastapi.responses import StreamingResponse
 
+from core.auth import Principal
+from core.memory.models import Category, MemoryEntry, Visibility
+from core.memory.service import MAX_LIST_LIMIT, EntryPage
 from memstream.api.deps import ApiDeps, MemoryDeps
 from memstream.api.errors import error_responses
 from memstream.api.routes.agents import AgentIdPath, UserIdQuery, memory_scope
 from memstream.api.schemas import EditResponse, MemoryPage, PatchMemoryRequest
 from memstream.api.security import principal_dependency
-from memstream.auth import Principal
-from memstream.memory.models import Category, MemoryEntry, Visibility
-from memstream.memory.service import MAX_LIST_LIMIT, EntryPage
 
 EXPORT_PAGE = MAX_LIST_LIMIT
 JSONL = "application/jsonl"

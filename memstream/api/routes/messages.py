@@ -4,13 +4,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, status
 
+from core.auth import Principal
+from core.inputs import MAX_INT64
 from memstream.api.deps import ApiDeps
 from memstream.api.errors import error_responses
 from memstream.api.routes.params import ThreadIdPath
 from memstream.api.schemas import AppendRequest, AppendResponse, MessagesPage
 from memstream.api.security import principal_dependency
-from memstream.auth import Principal
-from memstream.inputs import MAX_INT64
 
 
 def messages_router(deps: ApiDeps) -> APIRouter:

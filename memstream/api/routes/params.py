@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Path
 
-from memstream.journal.models import ID_PATTERN, Id
+from core.journal.models import ID_PATTERN, Id
 
 ThreadIdPath = Annotated[
     Id,

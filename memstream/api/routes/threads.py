@@ -4,12 +4,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Response, status
 
+from core.auth import Principal
 from memstream.api.deps import ApiDeps
 from memstream.api.errors import error_responses
 from memstream.api.routes.params import ThreadIdPath
 from memstream.api.schemas import PatchThreadRequest, PutThreadRequest, ThreadResponse
 from memstream.api.security import principal_dependency
-from memstream.auth import Principal
 
 
 def threads_router(deps: ApiDeps) -> APIRouter:

@@ -12,10 +12,11 @@ import pytest
 from fastapi import FastAPI
 from pydantic import SecretStr
 
-from memstream.api import ApiDeps, build_api_deps, create_app
-from memstream.auth import issue_key
-from memstream.config import Settings
-from memstream.journal.store import SlateJournal
+from core.auth import issue_key
+from core.config import Settings
+from memstream.api import ApiDeps, create_app
+from memstream.wiring.api import build_api_deps
+from sinks.slatedb.journal import SlateJournal
 
 
 @pytest.fixture

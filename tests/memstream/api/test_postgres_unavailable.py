@@ -13,12 +13,13 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from memstream.api import build_api_deps, create_app
-from memstream.auth import issue_key
-from memstream.config import Settings
-from memstream.journal.store import SlateJournal
+from core.auth import issue_key
+from core.config import Settings
+from memstream.api import create_app
+from memstream.wiring.api import build_api_deps
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
+from sinks.slatedb.journal import SlateJournal
 from tests.private_postgres import PrivatePostgres, private_postgres
 
 
@@ -51,6 +52,7 @@ def _append(message_id: str) -> dict[str, object]:
     return {"agent_id": "agent-1", "messages": [{"message_id": message_id, "role": "user", "content": "hi"}]}
 
 
+@pytest.mark.engine
 async def test_postgres_down_is_503_with_retry_after_and_recovers(
     unstable_client: tuple[httpx.AsyncClient, dict[str, str]], postgres: PrivatePostgres
 ) -> None:

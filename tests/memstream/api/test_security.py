@@ -4,7 +4,7 @@ import asyncpg
 import httpx
 import pytest
 
-from memstream.auth import issue_key, revoke_key, verify
+from core.auth import issue_key, revoke_key, verify
 
 from .conftest import Keys
 

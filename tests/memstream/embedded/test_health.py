@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.embedded.health import clickhouse_check, doctor_checks, status_checks
 from memstream.embedded.process import free_port
 

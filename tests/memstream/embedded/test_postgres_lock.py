@@ -17,6 +17,7 @@ from memstream.embedded.postgres_lock import clear_stale_postmaster_pid
 from memstream.embedded.process import ServiceError, free_port
 
 
+@pytest.mark.engine
 def test_postgres_starts_right_after_a_kill_while_the_old_postmaster_is_a_zombie(tmp_path: Path) -> None:
     port = free_port()
     first = services.postgres_process(tmp_path, port)

@@ -19,6 +19,7 @@ def test_stack_answers(embedded_stack: EmbeddedStack) -> None:
     assert services.redis_answers(embedded_stack.redis_port)
 
 
+@pytest.mark.engine
 def test_port_taken_is_a_clear_error(tmp_path: Path) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

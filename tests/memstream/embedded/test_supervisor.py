@@ -28,6 +28,7 @@ def stack_env(tmp_path: Path) -> dict[str, str]:
     return _env(tmp_path / "data")
 
 
+@pytest.mark.engine
 def test_up_status_stop_and_restart_keeps_data(stack_env: dict[str, str], tmp_path: Path) -> None:
     data_dir = Path(stack_env["MEMSTREAM_DATA_DIR"])
     api = f"http://127.0.0.1:{stack_env['MEMSTREAM_API_PORT']}"
@@ -77,6 +78,7 @@ def test_up_status_stop_and_restart_keeps_data(stack_env: dict[str, str], tmp_pa
         _stop(proc, signal.SIGINT)
 
 
+@pytest.mark.engine
 def test_up_reports_a_taken_port_and_starts_nothing(stack_env: dict[str, str], tmp_path: Path) -> None:
     import socket
 
@@ -92,6 +94,7 @@ def test_up_reports_a_taken_port_and_starts_nothing(stack_env: dict[str, str], t
     assert not (Path(env["MEMSTREAM_DATA_DIR"]) / "run" / "state.json").exists()
 
 
+@pytest.mark.engine
 def test_doctor_names_what_to_fix(stack_env: dict[str, str]) -> None:
     env = {**stack_env, "MEMSTREAM_BROKER_URL": "kafka://127.0.0.1:1", "MEMSTREAM_JOURNAL_URL": "ftp://x"}
     result = _memstream(env, "doctor")
@@ -101,6 +104,7 @@ def test_doctor_names_what_to_fix(stack_env: dict[str, str]) -> None:
     assert "[ok  ] tansu binary" in result.stdout
 
 
+@pytest.mark.engine
 def test_invalid_configuration_is_a_clear_error(stack_env: dict[str, str]) -> None:
     result = _memstream({**stack_env, "MEMSTREAM_ENVIRONMENT": "Not Valid!"}, "config")
     assert result.returncode != 0

@@ -83,6 +83,7 @@ def _verify_until_clean(env: dict[str, str], timeout: float = 120) -> str:
         time.sleep(2)
 
 
+@pytest.mark.engine
 def test_killed_servers_are_restarted_and_nothing_acknowledged_is_lost(
     env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -119,6 +120,7 @@ def test_killed_servers_are_restarted_and_nothing_acknowledged_is_lost(
         assert _stop(proc) == exit_codes.OK, log.read_text()
 
 
+@pytest.mark.engine
 def test_a_killed_supervisor_takes_its_children_along(env: dict[str, str], tmp_path: Path) -> None:
     first = start_up(env, tmp_path / "up-1.log")
     children = running_pids(env)
@@ -144,6 +146,7 @@ def test_a_killed_supervisor_takes_its_children_along(env: dict[str, str], tmp_p
             assert _stop(second) == exit_codes.OK
 
 
+@pytest.mark.engine
 def test_up_starts_at_once_after_the_whole_tree_was_killed(env: dict[str, str], tmp_path: Path) -> None:
     for cycle in range(10):
         proc = start_up(env, tmp_path / f"up-{cycle}.log")  # fails the test if `up` exits
@@ -155,6 +158,7 @@ def test_up_starts_at_once_after_the_whole_tree_was_killed(env: dict[str, str], 
     assert _stop(proc) == exit_codes.OK
 
 
+@pytest.mark.engine
 def test_a_fenced_node_stops_the_stack_for_good(env: dict[str, str], tmp_path: Path) -> None:
     log = tmp_path / "up.log"
     proc = start_up(env, log)
@@ -186,6 +190,7 @@ def test_a_fenced_node_stops_the_stack_for_good(env: dict[str, str], tmp_path: P
         other.wait(30)
 
 
+@pytest.mark.engine
 def test_the_data_dir_is_private_to_its_user(env: dict[str, str], tmp_path: Path) -> None:
     data = _data(env)
     data.mkdir(mode=0o755)  # as an older version left it

@@ -6,7 +6,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.ops.topic_reader import TopicReader
 from streams.runtime.processor import Record
 

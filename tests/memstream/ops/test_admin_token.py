@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.ops.admin_token import AdminTokenMissing, ensure_admin_token, read_admin_token
 
 

@@ -12,17 +12,17 @@ from typing import Any
 
 import pytest
 
-from memstream.config import Settings
+from core.config import Settings
+from core.journal.models import NewMessage, ThreadRef, ToolCall
+from core.stores.transcripts import TranscriptStore
 from memstream.engines import Engines
-from memstream.journal import NewMessage, SlateJournal, ThreadRef
-from memstream.journal.models import ToolCall
 from memstream.ops.progress import Progress
 from memstream.ops.rebuild import RebuildFailed, rebuild_clickhouse
-from memstream.relay import DEFAULT_CURSOR, JOURNAL_TOPIC, Relay
 from processors import clickhouse_projection
-from sinks.clickhouse.base import TranscriptStore
 from sinks.clickhouse.schema import COLUMNS
+from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
+from streams.relays.journal import DEFAULT_CURSOR, JOURNAL_TOPIC, Relay
 from streams.runtime.processor import Record
 from streams.topics import load_topics
 from tests.memstream.ops.live_projection import LiveProjection, eventually

@@ -10,9 +10,9 @@ from typing import cast
 
 import pytest
 
+from core.stores.transcripts import TranscriptRow, TranscriptStore
 from memstream.ops.journal_reading import JournalReading
 from memstream.ops.rebuild_base import RebuildFailed, Reporter
-from sinks.clickhouse.base import TranscriptRow, TranscriptStore
 from streams.runtime.processor import Record
 from tests.processors.transcript_support import message, record_of
 

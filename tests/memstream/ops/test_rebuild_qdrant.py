@@ -14,19 +14,19 @@ from typing import Any, cast
 import asyncpg
 import pytest
 
-from memstream.config import Settings
+from core.config import Settings
+from core.memory.service import MemoryService
+from core.stores.vectors import CollectionRef
 from memstream.engines import Engines
-from memstream.memory.outbox import ENTRIES_TOPIC, EntriesOutboxRelay
-from memstream.memory.service import MemoryService
 from memstream.ops.progress import Progress
 from memstream.ops.rebuild import RebuildFailed, rebuild_qdrant
 from processors.qdrant_projection import QdrantProjection
-from sinks.qdrant.base import CollectionRef
 from sinks.qdrant.edge import QdrantEdgeIndex
 from sinks.qdrant.generations import generation_of
 from streams.admin import apply_topics
+from streams.relays.memory_entries import ENTRIES_TOPIC, EntriesOutboxRelay
 from streams.topics import load_topics
-from tests.memstream.memory.helpers import scope
+from tests.core.memory.helpers import scope
 from tests.memstream.ops.live_projection import LiveProjection, eventually
 
 MODEL = "all-MiniLM-L6-v2-int8"
@@ -214,6 +214,6 @@ async def test_a_topic_lacking_an_entrys_latest_record_is_named_as_the_reason(
     await relay.close()
 
 
-async def test_needs_the_nodes_pool(settings: Settings) -> None:
+async def test_needs_the_nodes_pool(base_settings: Settings) -> None:
     with pytest.raises(RebuildFailed, match="needs the node's Postgres pool"):
-        await rebuild_qdrant(Engines(settings), progress=lambda _: None)
+        await rebuild_qdrant(Engines(base_settings), progress=lambda _: None)

@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from memstream.errors import InvalidInput
+from core.errors import InvalidInput
 from memstream.ops.replay import GroupActive, GroupOffsets, total_lag
 from memstream.ops.replay_from import Earliest, Offsets, Timestamp
 

@@ -2,7 +2,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memstream.errors import InvalidInput
+from core.errors import InvalidInput
 from memstream.ops.replay_from import Earliest, Offsets, Timestamp, parse_replay_from
 
 

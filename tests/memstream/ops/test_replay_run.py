@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.ops.replay import BrokerOpFailed, GroupOffsets, PartitionTarget, ReplayPlan
 from memstream.ops.replay_from import Earliest, ReplayFrom
 from memstream.ops.replay_run import ResumeFailed, run_replay

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.ops.progress import Progress
 from memstream.ops.republish import RepublishIncomplete, RepublishStalled, republish
-from memstream.relay import Relay
+from streams.relays.journal import Relay
 
 
 class FakeJournal:

@@ -1,6 +1,6 @@
 import pytest
 
-from memstream.errors import InvalidInput
+from core.errors import InvalidInput
 from memstream.ops.republish import check_from_seq
 
 

@@ -9,15 +9,15 @@ from pathlib import Path
 
 from slatedb.uniffi import WriteBatch
 
-from memstream.config import Settings
-from memstream.journal import keys
-from memstream.journal.models import Message, NewMessage, ThreadRef
-from memstream.journal.store import SlateJournal
+from core.config import Settings
+from core.journal.models import Message, NewMessage, ThreadRef
 from memstream.ops.progress import Progress
 from memstream.ops.verify import ThreadDiff, render_differences, verify
-from memstream.relay import DEFAULT_CURSOR, Relay
 from processors.clickhouse_projection import row_of
 from sinks.clickhouse.store import ClickHouseTranscriptStore
+from sinks.slatedb import keys
+from sinks.slatedb.journal import SlateJournal
+from streams.relays.journal import DEFAULT_CURSOR, Relay
 
 
 async def append(

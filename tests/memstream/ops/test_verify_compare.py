@@ -1,7 +1,7 @@
 """`compare` (pure): defects vs messages the relay had not published yet."""
 
+from core.stores.transcripts import ThreadCount
 from memstream.ops.verify import JournalThread, ThreadDiff, compare, render_differences
-from sinks.clickhouse.base import ThreadCount
 
 
 def journal_thread(messages: int, unpublished: list[int] | None = None) -> JournalThread:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from sinks.clickhouse.base import Role, TranscriptRow
+from core.stores.transcripts import Role, TranscriptRow
 
 BASE_TIME = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.engines import Engines
 from sinks.clickhouse.factory import build_transcript_store
 from sinks.clickhouse.store import ClickHouseTranscriptStore

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sinks.clickhouse.base import TranscriptScope, TranscriptUnavailable
+from core.stores.transcripts import TranscriptScope, TranscriptUnavailable
 from sinks.clickhouse.store import ClickHouseTranscriptStore, has_query_tokens
 from tests.sinks.clickhouse.rows import BASE_TIME, row, tool_exchange
 

@@ -12,7 +12,7 @@ import obstore
 import pytest
 from pydantic import SecretStr
 
-from memstream.config import S3Settings, Settings
+from core.config import S3Settings, Settings
 from memstream.embedded.process import free_port
 from sinks.objectstore.health import ObjectStoreNotReady, ObjectStoreProbe
 from sinks.objectstore.summaries import open_object_store

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from memstream.config import S3Settings, Settings
+from core.config import S3Settings, Settings
+from core.journal.models import ThreadRef
+from core.summaries.models import SummaryUnavailable, summary_key
 from memstream.embedded.process import free_port
-from memstream.journal.models import ThreadRef
-from memstream.summaries import SummaryUnavailable, summary_key
 from sinks.objectstore.summaries import ObjectStoreSummaryReader, open_object_store
 
 THREAD = ThreadRef(environment="test", account_id="acme", thread_id="t1")

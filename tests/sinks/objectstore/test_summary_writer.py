@@ -11,23 +11,23 @@ import obstore
 import pytest
 from pydantic import SecretStr
 
-from memstream.config import S3Settings
-from memstream.embedded.process import free_port
-from memstream.journal.models import ThreadRef
-from memstream.summaries import (
+from core.config import S3Settings
+from core.journal.models import ThreadRef
+from core.summaries.models import (
     Summary,
     SummaryVersionConflict,
     SummaryWriteFailed,
     summary_key,
     summary_version_key,
 )
+from memstream.embedded.process import free_port
 from sinks.objectstore.summaries import ObjectStoreSummaryReader, ObjectStoreSummaryWriter, open_object_store
 from tests.summary_builders import THREAD, make
 
 POINTER = summary_key("test", "acme", "bot", "t1")
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.engine)])  # s3: a moto server
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     if request.param == "local":
         return open_object_store(f"file://{tmp_path / 'objects'}")

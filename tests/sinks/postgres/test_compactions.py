@@ -8,9 +8,9 @@ from typing import Any
 
 import asyncpg
 
-from memstream.journal.models import ThreadRef
+from core.journal.models import ThreadRef
+from core.stores.thresholds import ThreadScope
 from sinks.postgres.compactions import OpenCompaction, PostgresCompactions, PostgresSummaryVersions
-from sinks.redis.thresholds import ThreadScope
 
 A = ThreadScope("test", "acme", "bot", "th-1")
 B = ThreadScope("test", "globex", "bot", "th-1")  # same thread id, other account

@@ -6,8 +6,8 @@ import asyncio
 
 import asyncpg
 
+from core.sequencing import PartitionBounds
 from sinks.postgres.progress import PostgresProgress
-from streams.sequencing import PartitionBounds
 
 TOPIC = "p.journal.messages"
 

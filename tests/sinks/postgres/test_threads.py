@@ -6,7 +6,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from memstream.errors import InvalidInput
+from core.errors import InvalidInput
 from sinks.postgres.threads import PostgresThreadStore
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sinks.qdrant.base import VectorIndex
+from core.stores.vectors import VectorIndex
 from tests.sinks.qdrant.adapters import KINDS, open_adapter
 
 OpenIndex = Callable[[], Awaitable[VectorIndex]]

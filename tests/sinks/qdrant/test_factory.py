@@ -8,9 +8,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from memstream.config import Settings
-from memstream.embeddings.base import SparseVector
-from sinks.qdrant.base import CollectionRef, IndexFilter, IndexUnavailable
+from core.config import Settings
+from core.embeddings.base import SparseVector
+from core.stores.vectors import CollectionRef, IndexFilter, IndexUnavailable
 from sinks.qdrant.factory import build_index
 
 

@@ -8,8 +8,8 @@ from typing import cast
 
 import pytest
 
-from memstream.embeddings.base import SparseVector
-from sinks.qdrant.base import CollectionRef, IndexFilter, IndexPoint
+from core.embeddings.base import SparseVector
+from core.stores.vectors import CollectionRef, IndexFilter, IndexPoint
 from sinks.qdrant.edge import QdrantEdgeIndex
 from sinks.qdrant.generations import (
     RebuildInProgress,

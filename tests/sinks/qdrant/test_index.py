@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from memstream.embeddings.offline import OfflineMiniLM
-from memstream.embeddings.sparse import Bm25Sparse
-from sinks.qdrant.base import CollectionRef, IndexFilter, IndexPoint, IndexUnavailable, VectorIndex
+from core.stores.vectors import CollectionRef, IndexFilter, IndexPoint, IndexUnavailable, VectorIndex
+from sinks.embeddings.bm25 import Bm25Sparse
+from sinks.embeddings.minilm import OfflineMiniLM
 from sinks.qdrant.server import QdrantServerIndex
 from tests.sinks.qdrant.conftest import OpenIndex
 

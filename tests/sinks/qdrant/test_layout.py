@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from memstream.config import Settings
-from sinks.qdrant.base import CollectionRef
+from core.config import Settings
+from core.stores.vectors import CollectionRef
 from sinks.qdrant.edge import QdrantEdgeIndex
 from sinks.qdrant.factory import build_index
 from sinks.qdrant.layout import collection_name, point_id

@@ -8,7 +8,7 @@ import time
 import pytest
 from redis.asyncio import Redis
 
-from memstream.journal.models import ThreadRef
+from core.journal.models import ThreadRef
 from sinks.redis.client import redis_client
 from sinks.redis.summary_cache import RedisSummaryCache, store_namespace
 from tests.summary_builders import THREAD, make

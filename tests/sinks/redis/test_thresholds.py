@@ -8,7 +8,8 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 
-from sinks.redis.thresholds import ThreadScope, ThresholdStore
+from core.stores.thresholds import ThreadScope
+from sinks.redis.thresholds import ThresholdStore
 
 T = ThreadScope("test", "acme", "bot", "th-1")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from memstream.config import Settings
+from core.config import Settings
 from streams.admin import apply_topics
 from streams.runtime.options import RuntimeOptions
 from streams.topics import TopicRegistry, default_registry

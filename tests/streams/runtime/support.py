@@ -11,7 +11,7 @@ from typing import Any
 import asyncpg
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from memstream.config import Settings
+from core.config import Settings
 from streams.runtime.processor import InvalidMessage, Processor, Record, group_id
 
 TOPIC = "journal.messages"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from faust.types import TP, Message
 
-from memstream.config import Settings
+from core.config import Settings
 from streams.runtime import ProcessorRuntime, RuntimeOptions, build_app
 from streams.runtime.consumer import FETCH_MAX_WAIT_MS, CommitGuardConsumer, CommitGuardTransport
 from streams.topics import TopicRegistry

@@ -9,7 +9,7 @@ import time
 
 from confluent_kafka.admin import AdminClient
 
-from memstream.config import Settings
+from core.config import Settings
 from streams.admin import apply_topics
 from streams.identity import topic_identity
 from streams.runtime import ProcessorRuntime, RuntimeOptions

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memstream.config import Settings
+from core.config import Settings
 from memstream.embedded.process import free_port
 from streams.runtime.dlq import DeadLetterLimit, DeadLetterQueue
 from streams.runtime.errors import DeadLetterLimitExceeded, DeadLetterUnavailable

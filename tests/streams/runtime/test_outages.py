@@ -11,14 +11,14 @@ import redis.exceptions
 from confluent_kafka import KafkaError, KafkaException
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from memstream.errors import JournalFenced, JournalUnavailable
-from memstream.errors import error_chain as chain
-from memstream.summaries import SummaryUnavailable
+from core.errors import JournalFenced, JournalUnavailable
+from core.errors import error_chain as chain
+from core.stores.transcripts import TranscriptUnavailable
+from core.stores.vectors import IndexUnavailable
+from core.summaries.models import SummaryUnavailable
 from processors.flush import FlushNotDelivered
 from processors.summarizer import SummarizerBusy
 from processors.thresholds import RequestNotDelivered
-from sinks.clickhouse.base import TranscriptUnavailable
-from sinks.qdrant.base import IndexUnavailable
 from streams.producer import DeliveryAborted
 from streams.runtime.errors import DeadLetterUnavailable, SinkUnavailable
 from streams.runtime.outages import is_outage

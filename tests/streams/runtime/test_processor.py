@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from memstream.config import Settings
+from core.config import Settings
 from streams.runtime.processor import InvalidMessage, Record, TransformProcessor, group_id
 
 

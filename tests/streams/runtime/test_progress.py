@@ -9,9 +9,11 @@ from collections.abc import Mapping
 
 import pytest
 
+from core.sequencing import PartitionBounds, Stamp, partition_for
+from core.stores.progress import GroupProgress, TopicProgress
 from streams.runtime.processor import Record
-from streams.runtime.progress import GroupProgress, ProgressTracker, TopicProgress
-from streams.sequencing import PartitionBounds, Stamp, partition_for, stamp_headers
+from streams.runtime.progress import ProgressTracker
+from streams.sequencing import stamp_headers
 
 TOPIC = "p.journal.messages"
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from memstream.config import Settings
+from core.config import Settings
 from streams.runtime import ProcessorCrashed, ProcessorRuntime, Record, RuntimeOptions, run_processors
 from streams.runtime.errors import DeadLetterLimitExceeded
 from streams.runtime.processor import Processor

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import pytest
 
 import streams.runtime.supervisor as supervisor_module
-from memstream.config import Settings
+from core.config import Settings
 from streams.runtime.dlq import DeadLetterLimit
 from streams.runtime.errors import ProcessorCannotRun, ProcessorCrashed
 from streams.runtime.leave_group import Member, leave_group, member_of

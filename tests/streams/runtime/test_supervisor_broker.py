@@ -12,9 +12,10 @@ import asyncpg
 import httpx
 import pytest
 
-from memstream.api import build_api_deps, create_app
-from memstream.config import Settings
-from memstream.journal.store import SlateJournal
+from core.config import Settings
+from memstream.api import create_app
+from memstream.wiring.api import build_api_deps
+from sinks.slatedb.journal import SlateJournal
 from streams.runtime.options import RuntimeOptions
 from streams.runtime.processor import InvalidMessage, Processor, Record
 from streams.runtime.supervisor import ProcessorSupervisor

@@ -9,13 +9,14 @@ import asyncpg
 import httpx
 import pytest
 
-from memstream.api import ApiDeps, build_api_deps, create_app
+from core.config import Settings
+from memstream.api import ApiDeps, create_app
 from memstream.api.deps import MemoryDeps
-from memstream.config import Settings
-from memstream.embeddings.offline import OfflineMiniLM
-from memstream.embeddings.sparse import Bm25Sparse
-from memstream.journal.store import SlateJournal
+from memstream.wiring.api import build_api_deps, build_memory_deps
+from sinks.embeddings.bm25 import Bm25Sparse
+from sinks.embeddings.minilm import OfflineMiniLM
 from sinks.qdrant.edge import QdrantEdgeIndex
+from sinks.slatedb.journal import SlateJournal
 
 
 @pytest.fixture
@@ -27,7 +28,7 @@ async def edge_index(tmp_path: Path) -> AsyncIterator[QdrantEdgeIndex]:
 
 @pytest.fixture
 def memory_deps(pool: asyncpg.Pool, embedder: OfflineMiniLM, edge_index: QdrantEdgeIndex) -> MemoryDeps:
-    return MemoryDeps.build(pool, embedder, Bm25Sparse(), edge_index)
+    return build_memory_deps(pool, embedder, Bm25Sparse(), edge_index)
 
 
 @pytest.fixture

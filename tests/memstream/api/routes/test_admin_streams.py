@@ -8,8 +8,8 @@ import json
 
 import pytest
 
+from core.errors import Conflict
 from memstream.api.routes.admin import Exclusive, ndjson
-from memstream.errors import Conflict
 from memstream.ops.progress import Progress, ProgressCallback
 
 

@@ -7,13 +7,13 @@ from typing import Any
 import asyncpg
 import httpx
 
+from core.memory.pinned import MemoryScope
 from memstream.api.deps import MemoryDeps
-from memstream.embeddings.offline import OfflineMiniLM
-from memstream.embeddings.sparse import Bm25Sparse
-from memstream.pinned import MemoryScope
+from sinks.embeddings.bm25 import Bm25Sparse
+from sinks.embeddings.minilm import OfflineMiniLM
 from sinks.qdrant.edge import QdrantEdgeIndex
+from tests.core.memory.index_helpers import project
 
-from ...memory.index_helpers import project
 from ..conftest import Keys
 
 STORE = {"key": "user.name", "content": "The user is Ada.", "category": "user_profile", "importance": 0.9}

@@ -13,13 +13,14 @@ import asyncpg
 import httpx
 import pytest
 
-from memstream.api import build_api_deps, create_app
+from core.chat.offline import OfflineChatModel
+from core.config import Settings
+from core.transcripts.tools import JournalTools
+from memstream.api import create_app
 from memstream.api.deps import MemoryDeps
-from memstream.config import Settings
-from memstream.journal.store import SlateJournal
-from memstream.models.offline import OfflineChatModel
-from memstream.transcripts.tools import JournalTools
+from memstream.wiring.api import build_api_deps
 from sinks.clickhouse.store import ClickHouseTranscriptStore
+from sinks.slatedb.journal import SlateJournal
 
 from ..conftest import Keys
 

@@ -4,11 +4,11 @@ from pathlib import Path
 
 import httpx
 
+from core.journal.models import ThreadRef
+from core.summaries.models import summary_key
+from core.turn_context import SUMMARY_PREFIX
 from memstream.api import ApiDeps
-from memstream.context import SUMMARY_PREFIX
-from memstream.journal.models import ThreadRef
-from memstream.journal.store import SlateJournal
-from memstream.summaries import summary_key
+from sinks.slatedb.journal import SlateJournal
 
 from ... import summary_files
 from ..conftest import Keys

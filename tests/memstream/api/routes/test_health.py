@@ -6,9 +6,10 @@ import uuid
 import asyncpg
 import httpx
 
-from memstream.api import build_api_deps, create_app
-from memstream.config import S3Settings, Settings
-from memstream.journal.store import SlateJournal
+from core.config import S3Settings, Settings
+from memstream.api import create_app
+from memstream.wiring.api import build_api_deps
+from sinks.slatedb.journal import SlateJournal
 
 
 async def test_healthz(client: httpx.AsyncClient) -> None:

@@ -12,7 +12,7 @@ import asyncpg
 import httpx
 import pytest
 
-from memstream.journal.store import SlateJournal
+from sinks.slatedb.journal import SlateJournal
 
 from ..conftest import Keys
 

@@ -10,16 +10,17 @@ import asyncpg
 import httpx
 import pytest
 
-from memstream.api import ApiDeps, build_api_deps, create_app
+from core.auth import issue_key
+from core.chat.offline import OfflineChatModel
+from core.config import Settings
+from core.stores.transcripts import TranscriptRow
+from core.transcripts.tool_call_view import MAX_PAGE_BYTES
+from core.transcripts.tools import JournalTools
+from memstream.api import ApiDeps, create_app
 from memstream.api.deps import MemoryDeps
-from memstream.auth import issue_key
-from memstream.config import Settings
-from memstream.journal.store import SlateJournal
-from memstream.models.offline import OfflineChatModel
-from memstream.transcripts.tool_call_view import MAX_PAGE_BYTES
-from memstream.transcripts.tools import JournalTools
-from sinks.clickhouse.base import TranscriptRow
+from memstream.wiring.api import build_api_deps
 from sinks.clickhouse.store import ClickHouseTranscriptStore
+from sinks.slatedb.journal import SlateJournal
 from tests.sinks.clickhouse.rows import row
 
 from ..conftest import Keys

@@ -8,10 +8,10 @@ from typing import Any
 import httpx
 import pytest
 
+from core.memory.models import MemoryEntry
+from core.memory.pinned import MemoryScope
 from memstream.api.deps import MemoryDeps
 from memstream.api.routes import memory as memory_routes
-from memstream.memory.models import MemoryEntry
-from memstream.pinned import MemoryScope
 
 from ..conftest import Keys
 

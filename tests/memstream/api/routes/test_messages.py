@@ -6,8 +6,8 @@ import asyncpg
 import httpx
 import pytest
 
-from memstream.journal.models import ThreadRef
-from memstream.journal.store import SlateJournal
+from core.journal.models import ThreadRef
+from sinks.slatedb.journal import SlateJournal
 
 from ..conftest import Keys
 

@@ -6,7 +6,7 @@ import asyncpg
 import httpx
 import pytest
 
-from memstream.threads import MAX_METADATA_BYTES, WINDOW_FIELD
+from core.threads import MAX_METADATA_BYTES, WINDOW_FIELD
 
 from ..conftest import Keys
 

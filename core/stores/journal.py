@@ -1,0 +1,52 @@
+"""The journal interface every other component codes against.
+
+Contract:
+- `append` validates everything first and writes nothing if any message is invalid (InvalidInput).
+  It returns only when the messages are durable. Messages of one call are written atomically, get
+  consecutive per-thread offsets and consecutive global `seq`s. A `message_id` already in the
+  journal for the same (environment, account) with the same thread/role/content/reasoning/tool_call
+  returns the stored message again (idempotent retry); with different content it raises Conflict.
+- After another writer has opened the same journal, every call raises JournalFenced.
+- Storage errors raise JournalUnavailable; there is no fallback and no cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from core.journal.models import Message, NewMessage, ThreadRef
+
+
+class Journal(Protocol):
+    async def append(
+        self, thread: ThreadRef, agent_id: str, user_id: str | None, messages: Sequence[NewMessage]
+    ) -> list[Message]:
+        """Append durably; see the module contract."""
+        ...
+
+    async def last(self, thread: ThreadRef, n: int) -> list[Message]:
+        """The last `n` messages of a thread, oldest first."""
+        ...
+
+    async def after(self, thread: ThreadRef, offset: int, limit: int = 1000) -> list[Message]:
+        """Messages with offset > `offset` (use -1 for the start), oldest first, at most `limit`."""
+        ...
+
+    async def read_from_seq(self, after_seq: int, limit: int) -> list[Message]:
+        """Messages with seq > `after_seq` in seq order, at most `limit` (the relay's read)."""
+        ...
+
+    async def last_seq(self) -> int:
+        """The highest durable seq (0 when empty)."""
+        ...
+
+    async def get_cursor(self, name: str) -> int:
+        """A named durable cursor (e.g. the relay's last published seq); 0 when never set."""
+        ...
+
+    async def set_cursor(self, name: str, seq: int) -> None:
+        """Store a named cursor durably; returns when durable."""
+        ...
+
+    async def close(self) -> None: ...

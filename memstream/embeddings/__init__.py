@@ -1,1 +1,0 @@
-"""Embedding providers: one interface, an offline default and an OpenAI-compatible client."""

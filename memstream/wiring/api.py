@@ -1,0 +1,96 @@
+"""How the API's dependencies are built (the node's wiring; tests use the same): `build_api_deps`
+and `build_memory_deps` (see `memstream.api.deps` for who opens and closes what). Neither does I/O.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from core.config import Settings
+from core.embeddings.base import Embedder, SparseEncoder
+from core.memory.agents import AgentService
+from core.memory.clock import Clock, utc_now
+from core.memory.pinned import NoPinnedFacts, PinnedFactsProvider
+from core.memory.pinning import MemoryPinnedFacts
+from core.memory.recall import Recaller
+from core.memory.service import MemoryService
+from core.memory.tools import MemoryTools
+from core.stores.journal import Journal
+from core.stores.vectors import VectorIndex
+from core.summaries.layered import CachedSummaryReader
+from core.summaries.models import SummaryReader
+from core.threads import ThreadService
+from core.transcripts.tools import JournalTools
+from core.turn_context import ContextReader
+from memstream.api.deps import ApiDeps, MemoryDeps, ProcessorStatuses
+from sinks.objectstore.health import ObjectStoreProbe
+from sinks.objectstore.summaries import ObjectStoreSummaryReader
+from sinks.postgres.threads import PostgresThreadStore
+from sinks.redis.summary_cache import RedisSummaryCache
+
+
+def build_memory_deps(
+    pool: asyncpg.Pool,
+    embedder: Embedder,
+    sparse: SparseEncoder,
+    index: VectorIndex,
+    *,
+    clock: Clock = utc_now,
+) -> MemoryDeps:
+    """The standard wiring of agent memory over one pool, embedder, sparse encoder and index. Does
+    no I/O."""
+    service = MemoryService(pool, clock)
+    recaller = Recaller(service, embedder, sparse, index, model_id=embedder.model_id)
+    return MemoryDeps(
+        service=service,
+        agents=AgentService(pool),
+        recaller=recaller,
+        tools=MemoryTools(service, recaller),
+        pinned=MemoryPinnedFacts(service, clock),
+    )
+
+
+def build_api_deps(
+    settings: Settings,
+    journal: Journal,
+    pool: asyncpg.Pool,
+    *,
+    summaries: SummaryReader | None = None,
+    pinned: PinnedFactsProvider | None = None,
+    memory: MemoryDeps | None = None,
+    summary_cache: RedisSummaryCache | None = None,
+    transcripts: JournalTools | None = None,
+    processors: ProcessorStatuses | None = None,
+) -> ApiDeps:
+    """The standard wiring: Postgres threads, summaries from `settings.object_store` (through the
+    Redis cache `summary_cache`, else through one on `settings.redis` when `settings.redis_url` is
+    set, else uncached), pinned facts from `pinned`, else from agent memory when `memory` is
+    given, else none; the journal tools from `transcripts` when given; `/readyz` reports
+    `processors` when given. `summaries`, when given,
+    replaces the object store reader (and is cached only when `summary_cache` is given too).
+    `/readyz` checks `settings.object_store` (the summarizer writes there whatever the reader).
+
+    Does no I/O (the object store and Redis clients connect lazily).
+    """
+    threads = ThreadService(PostgresThreadStore(pool), journal)
+    if pinned is None:
+        pinned = memory.pinned if memory is not None else NoPinnedFacts()
+    if summaries is None:
+        summaries = ObjectStoreSummaryReader.from_settings(settings)
+        if summary_cache is None and settings.redis_url is not None:
+            summary_cache = RedisSummaryCache.from_settings(settings)
+    if summary_cache is not None:
+        summaries = CachedSummaryReader(summary_cache, summaries)
+    reader = ContextReader(journal, threads, pinned, summaries)
+    return ApiDeps(
+        settings=settings,
+        journal=journal,
+        pool=pool,
+        threads=threads,
+        context_reader=reader,
+        memory=memory,
+        summary_cache=summary_cache,
+        transcripts=transcripts,
+        object_store=ObjectStoreProbe.from_settings(settings),
+        processors=processors,
+    )

@@ -1,0 +1,3 @@
+"""Chat-model clients: an OpenAI-compatible HTTP client, and the factory that builds the
+configured model (the offline default lives in `core.chat.offline`).
+"""

@@ -1,0 +1,499 @@
+"""The relay (outbox): publishes every durable journal append to `journal.messages`, in seq order.
+
+Contract:
+- Each round reads up to `batch_size` messages after the durable cursor
+  (`journal.read_from_seq(cursor, batch_size)`), produces all of them (key = thread_id, value =
+  `streams.events.encode_message`, header `message_id`) with an idempotent producer, waits until
+  the broker has confirmed EVERY one (`streams.producer.produce_and_confirm`), and only then
+  stores the cursor (`journal.set_cursor`, durable). A message is therefore never skipped: a crash
+  or a delivery failure before the cursor is stored means the batch is published again
+  (at-least-once; duplicates are limited to the last unconfirmed batch). Consumers must be
+  idempotent per (thread, offset): after such a replay a thread's messages arrive again from an
+  earlier offset.
+- Per-thread order follows seq order: one thread = one key = one partition, and the idempotent
+  producer writes a partition in produce order. Records do not expire while the broker is away
+  (`message.timeout.ms=0`); the relay waits, logs, and retries.
+- Progress facts (`core.sequencing`): the relay chooses each message's partition itself
+  (`partition_for`, the producer's own default mapping; the partition count is read from the
+  broker's metadata) and stamps each record with `seq`, `prev_seq` and `partitions` headers. A
+  pass starts at the cursor it resumes from (after a rewind or a restart); within a pass,
+  `prev_seq` is the previous seq published to that partition. After each confirmed batch, and
+  before storing the cursor, it stores its `PartitionBounds` in the `bounds_store` (when given;
+  a failed store is logged and does not stop publishing). Consumers turn these into durable
+  per-group watermarks, so that a broker that lost the topic is refilled from the lowest one.
+- A new `Relay` on the same journal resumes from the durable cursor. `rewind(to_seq)` moves the
+  cursor back so everything after `to_seq` is published again (e.g. from 0 after the memory-only
+  embedded broker restarted and `journal.messages` was created anew).
+- `run(stop)` loops until `stop` is set: on a delivery or journal error it logs, backs off
+  (exponentially up to `max_backoff`) and retries from the cursor; it only gives up when the
+  journal is fenced (another writer owns it, and that writer runs its own relay).
+- confluent-kafka calls are synchronous: producing and waiting for delivery run in a worker
+  thread, so the event loop is never blocked.
+
+Logs: `memstream.relay` (what the relay does and why it retries; an unreachable broker is logged
+at most every 30 s, an unconfirmed batch every `stall_warning_s`), `memstream.relay.kafka`
+(librdkafka's own lines).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from core.config import Settings
+from core.errors import JournalFenced, MemstreamError
+from core.journal.models import Message
+from core.sequencing import PartitionBounds, Stamp
+from core.stores.journal import Journal
+from core.stores.progress import BoundsStore
+from streams.events import encode_message
+from streams.producer import (
+    DeliveryAborted,
+    OutgoingRecord,
+    ProduceRejected,
+    discard_producer,
+    make_producer,
+    produce_and_confirm,
+)
+from streams.sequencing import stamp_headers
+from streams.topics import TopicRegistry, topic_name
+
+log = logging.getLogger("memstream.relay")
+kafka_log = logging.getLogger("memstream.relay.kafka")  # librdkafka's own log lines
+
+UNREACHABLE_LOG_INTERVAL_S = 30.0
+METADATA_WAIT_S = 0.5
+"""One metadata request's timeout while waiting for the broker (a stop is noticed within it)."""
+_MISSING_TOPIC = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
+
+JOURNAL_TOPIC = "journal.messages"
+DEFAULT_CURSOR = "relay.journal.messages"
+
+
+class RelayDeliveryError(MemstreamError):
+    """The broker did not confirm every message of a batch; the cursor was not advanced.
+
+    `topic_missing` is True when the cause is that the topic does not exist on the broker.
+    """
+
+    code = "relay_delivery_failed"
+
+    def __init__(self, message: str, *, topic_missing: bool = False) -> None:
+        super().__init__(message)
+        self.topic_missing = topic_missing
+
+
+class RelayAborted(MemstreamError):
+    """The relay was stopped while a batch was unconfirmed; the cursor was not advanced."""
+
+    code = "relay_aborted"
+
+
+@dataclass(frozen=True)
+class RelayLag:
+    """`last_seq`: highest durable journal seq; `cursor`: last seq confirmed by the broker."""
+
+    last_seq: int
+    cursor: int
+
+    @property
+    def lag(self) -> int:
+        """Messages durable in the journal but not yet confirmed on the topic."""
+        return max(0, self.last_seq - self.cursor)
+
+
+@dataclass
+class RelayStats:
+    """Counters since this `Relay` was created (published counts include republished ones)."""
+
+    published: int = 0
+    batches: int = 0
+    failures: int = 0
+    rewinds: int = 0
+    last_error: str | None = None
+
+
+class Relay:
+    """Publishes the journal to `journal.messages`; see the module contract."""
+
+    def __init__(
+        self,
+        journal: Journal,
+        settings: Settings,
+        *,
+        cursor_name: str = DEFAULT_CURSOR,
+        batch_size: int = 1000,
+        idle_sleep: float = 0.02,
+        max_backoff: float = 5.0,
+        stall_warning_s: float = 10.0,
+        registry: TopicRegistry | None = None,
+        producer_overrides: Mapping[str, Any] | None = None,
+        on_topic_missing: Callable[[], Awaitable[None]] | None = None,
+        bounds_store: BoundsStore | None = None,
+    ) -> None:
+        """`on_topic_missing`, when given, is awaited by `run` (outside any relay lock, so it may call
+        `rewind`) whenever a batch failed because `journal.messages` does not exist on the broker,
+        e.g. to apply topics.yaml and republish what the broker lost after the memory-only embedded
+        broker restarted. `bounds_store` keeps the relay's partition bounds (module doc).
+        """
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self.journal = journal
+        self.settings = settings
+        self.cursor_name = cursor_name
+        self.batch_size = batch_size
+        self.idle_sleep = idle_sleep
+        self.max_backoff = max_backoff
+        self.stall_warning_s = stall_warning_s
+        self.topic = topic_name(settings, JOURNAL_TOPIC, registry=registry)
+        self.stats = RelayStats()
+        self._registry = registry
+        self._overrides = dict(producer_overrides or {})
+        self._on_topic_missing = on_topic_missing
+        self._bounds_store = bounds_store
+        self._partitions: int | None = None  # of the topic, read from the broker with each new producer
+        self._bounds: PartitionBounds | None = None  # of the current pass
+        self._bounds_failed_at = -UNREACHABLE_LOG_INTERVAL_S
+        self._producer: Producer | None = None
+        self._producer_broken = threading.Event()  # fatal error or interrupt(): use a new producer
+        self._closing = False
+        self._unreachable_logged_at = -UNREACHABLE_LOG_INTERVAL_S
+        self._cursor: int | None = None
+        self._lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+
+    # ---- status ----------------------------------------------------------------------------------
+
+    async def cursor(self) -> int:
+        """The last seq confirmed on the topic (durable cursor; 0 when nothing was published)."""
+        if self._cursor is None:
+            self._cursor = await self.journal.get_cursor(self.cursor_name)
+        return self._cursor
+
+    async def lag(self) -> RelayLag:
+        return RelayLag(last_seq=await self.journal.last_seq(), cursor=await self.cursor())
+
+    def notify(self) -> None:
+        """Tell a running relay that new messages were appended (skips the rest of its idle sleep)."""
+        self._wake.set()
+
+    # ---- publishing --------------------------------------------------------------------------------
+
+    async def run_once(self) -> int:
+        """Publish one batch after the cursor and store the cursor; returns how many were published.
+
+        Raises `RelayDeliveryError` / `RelayAborted` (cursor unchanged) or the journal's errors.
+        """
+        return await self._round(None)
+
+    async def _round(self, stop: asyncio.Event | None) -> int:
+        cancelled = threading.Event()
+
+        def aborted() -> str | None:
+            if cancelled.is_set():
+                return "cancelled"
+            if stop is not None and stop.is_set():
+                return "stopped"
+            if self._closing:
+                return "closed"
+            if self._producer_broken.is_set():
+                return "producer must be replaced"
+            return None
+
+        async with self._lock:
+            cursor = await self.cursor()
+            batch = await self.journal.read_from_seq(cursor, self.batch_size)
+            if not batch:
+                return 0
+            producer = self._ensure_producer()
+            try:
+                bounds = await self._pass_bounds(producer, cursor, aborted)
+                stamps, after = bounds.stamp([(m.seq, m.thread_id.encode("utf-8")) for m in batch])
+                await asyncio.to_thread(self._publish, producer, batch, stamps, aborted)
+            except asyncio.CancelledError:
+                cancelled.set()  # the worker thread stops waiting within 0.2 s
+                self._drop_producer()
+                raise
+            except MemstreamError:
+                self._drop_producer()  # a fresh producer (new producer id) for the retry
+                raise
+            last = batch[-1].seq
+            await self._save_bounds(after)
+            await self.journal.set_cursor(self.cursor_name, last)
+            self._cursor = last
+            self._bounds = after
+            self.stats.published += len(batch)
+            self.stats.batches += 1
+            return len(batch)
+
+    async def rewind(self, to_seq: int = 0) -> None:
+        """Move the durable cursor back to `to_seq`: every message after it is published again (a
+        new pass of stamps starts there)."""
+        if to_seq < 0:
+            raise ValueError("to_seq must be >= 0")
+        async with self._lock:
+            current = await self.cursor()
+            if to_seq > current:
+                raise ValueError(
+                    f"cannot rewind forward: cursor is {current}, asked {to_seq} (that would skip messages)"
+                )
+            await self.journal.set_cursor(self.cursor_name, to_seq)
+            self._cursor = to_seq
+            self.stats.rewinds += 1
+            log.info("relay %s rewound from seq %d to %d", self.cursor_name, current, to_seq)
+        self._wake.set()
+
+    def interrupt(self) -> None:
+        """The broker replaced the topic: abort the round in progress, if any (its batch stays
+        unconfirmed and is published again), and publish the next batch with a new producer (new
+        producer id, fresh metadata and partition count). An idempotent producer can wait forever
+        for a partition that was recreated, and that round must not keep the relay's lock from the
+        rewind that refills the new topic."""
+        self._producer_broken.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Publish until `stop` is set (see the module contract). Raises only `JournalFenced`."""
+        watcher = asyncio.create_task(self._wake_on(stop))
+        backoff = 0.1
+        try:
+            while not stop.is_set():
+                try:
+                    count = await self._round(stop)
+                except JournalFenced:
+                    log.error("relay %s stops: the journal is fenced by another writer", self.cursor_name)
+                    raise
+                except Exception as exc:
+                    if stop.is_set():
+                        break
+                    self.stats.failures += 1
+                    self.stats.last_error = f"{type(exc).__name__}: {exc}"
+                    log.warning(
+                        "relay %s: publishing to %s on %s failed (%s); nothing was skipped, retrying from "
+                        "seq %s in %.1fs",
+                        self.cursor_name,
+                        self.topic,
+                        self.settings.broker_bootstrap,
+                        self.stats.last_error,
+                        self._cursor,
+                        backoff,
+                    )
+                    if isinstance(exc, RelayDeliveryError) and exc.topic_missing and self._on_topic_missing:
+                        await self._call_topic_missing_hook()
+                    await self._sleep(stop, backoff)
+                    backoff = min(backoff * 2, self.max_backoff)
+                    continue
+                backoff = 0.1
+                if count < self.batch_size:
+                    await self._sleep(stop, self.idle_sleep)
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+            self._drop_producer()
+
+    async def close(self) -> None:
+        """Release the producer. Unconfirmed messages are not lost: the cursor never passed them."""
+        self._closing = True
+        try:
+            async with self._lock:
+                self._drop_producer()
+        finally:
+            self._closing = False
+        self._unreachable_logged_at = -UNREACHABLE_LOG_INTERVAL_S
+
+    # ---- internals -----------------------------------------------------------------------------
+
+    async def _pass_bounds(
+        self, producer: Producer, cursor: int, aborted: Callable[[], str | None]
+    ) -> PartitionBounds:
+        """The bounds to stamp a batch after `cursor` with: the current pass's; else the stored ones
+        when they were saved at exactly `cursor` (a restart); else a new pass starting at `cursor`."""
+        if self._partitions is None:
+            self._partitions = await asyncio.to_thread(self._partition_count, producer, aborted)
+        partitions = self._partitions
+        if (
+            self._bounds is not None
+            and self._bounds.cursor == cursor
+            and self._bounds.partitions == partitions
+        ):
+            return self._bounds
+        stored: PartitionBounds | None = None
+        if self._bounds_store is not None:
+            try:
+                stored = await self._bounds_store.load_bounds(self.topic, partitions)
+            except Exception as exc:
+                log.warning(
+                    "relay %s: could not read its stored partition bounds (%r)", self.cursor_name, exc
+                )
+        if stored is not None and stored.cursor == cursor:
+            self._bounds = stored
+        else:
+            self._bounds = PartitionBounds.start(partitions, cursor)
+        return self._bounds
+
+    def _partition_count(self, producer: Producer, aborted: Callable[[], str | None]) -> int:
+        """Worker thread: the topic's partition count from the broker's metadata, waiting (like a
+        delivery) while the broker does not answer; `RelayAborted` when `aborted()` says so."""
+        while True:
+            reason = aborted()
+            if reason is not None:
+                raise RelayAborted(
+                    f"relay {self.cursor_name} {reason} while reading the metadata of {self.topic}"
+                )
+            try:
+                metadata = producer.list_topics(self.topic, timeout=METADATA_WAIT_S)
+                break
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+                if error is None or error.code() not in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT):
+                    raise RelayDeliveryError(f"cannot read the metadata of {self.topic}: {exc}") from None
+        topic = metadata.topics.get(self.topic)
+        error = None if topic is None else topic.error
+        if topic is None or error is not None or not topic.partitions:
+            missing = topic is None or error is None or error.code() in _MISSING_TOPIC
+            raise RelayDeliveryError(
+                f"{self.topic} has no partitions on {self.settings.broker_bootstrap}"
+                f"{f' ({error.str()})' if error is not None else ''}"
+                + (" (the topic is missing: run `memstream topics apply`)" if missing else ""),
+                topic_missing=missing,
+            )
+        return len(topic.partitions)
+
+    async def _save_bounds(self, bounds: PartitionBounds) -> None:
+        if self._bounds_store is None:
+            return
+        try:
+            await self._bounds_store.save_bounds(self.topic, bounds)
+        except Exception as exc:  # progress facts only: publishing goes on (consumers stay behind)
+            now = time.monotonic()
+            if now - self._bounds_failed_at >= UNREACHABLE_LOG_INTERVAL_S:
+                self._bounds_failed_at = now
+                log.warning(
+                    "relay %s: could not store its partition bounds (%r); publishing goes on",
+                    self.cursor_name,
+                    exc,
+                )
+
+    async def _call_topic_missing_hook(self) -> None:
+        assert self._on_topic_missing is not None
+        try:
+            await self._on_topic_missing()
+        except Exception:
+            log.exception("relay %s: the on_topic_missing hook failed; retrying anyway", self.cursor_name)
+
+    async def _wake_on(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        self._wake.set()
+
+    async def _sleep(self, stop: asyncio.Event, seconds: float) -> None:
+        if stop.is_set():
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
+        self._wake.clear()
+
+    def _ensure_producer(self) -> Producer:
+        if self._producer is None or self._producer_broken.is_set():
+            self._drop_producer()
+            self._producer_broken.clear()
+            overrides = {"error_cb": self._on_client_error, **self._overrides}
+            self._producer = make_producer(
+                self.settings,
+                client_id=f"memstream-{self.cursor_name}",
+                registry=self._registry,
+                overrides=overrides,
+                logger=kafka_log,
+            )
+        return self._producer
+
+    def _drop_producer(self) -> None:
+        self._partitions = None  # read again with the next producer (the topic may have been recreated)
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            discard_producer(producer)
+
+    def _on_client_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            self._producer_broken.set()
+            log.error("relay %s: producer failed fatally (%s); it will be recreated", self.cursor_name, err)
+        elif err.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE):
+            now = time.monotonic()
+            if now - self._unreachable_logged_at < UNREACHABLE_LOG_INTERVAL_S:
+                return
+            self._unreachable_logged_at = now
+            log.warning(
+                "relay %s: broker %s unreachable (%s); unconfirmed messages are kept and retried",
+                self.cursor_name,
+                self.settings.broker_bootstrap,
+                err.str(),
+            )
+
+    def _publish(
+        self,
+        producer: Producer,
+        batch: Sequence[Message],
+        stamps: Sequence[tuple[int, Stamp]],
+        aborted: Callable[[], str | None],
+    ) -> None:
+        """Worker thread: produce `batch` (to the stamped partitions), then wait until every message
+        is confirmed."""
+        events = [encode_message(message) for message in batch]
+        records = [
+            OutgoingRecord(event.key, event.value, [*event.headers, *stamp_headers(stamp)], partition)
+            for event, (partition, stamp) in zip(events, stamps, strict=True)
+        ]
+        first, last = batch[0].seq, batch[-1].seq
+
+        def stalled(pending: int, waited_s: float) -> None:
+            log.warning(
+                "relay %s: %d of %d messages (seq %d..%d) not yet confirmed by %s after %.0fs; still "
+                "waiting (is the broker up?)",
+                self.cursor_name,
+                pending,
+                len(batch),
+                first,
+                last,
+                self.settings.broker_bootstrap,
+                waited_s,
+            )
+
+        try:
+            failures = produce_and_confirm(
+                producer,
+                self.topic,
+                records,
+                aborted=aborted,
+                stall_warning_s=self.stall_warning_s,
+                on_stall=stalled,
+            )
+        except ProduceRejected as exc:
+            raise RelayDeliveryError(
+                f"message seq {batch[exc.index].seq} ({len(events[exc.index].value)} bytes) cannot be "
+                f"produced to {self.topic}: {exc.cause}"
+            ) from None
+        except DeliveryAborted as exc:
+            raise RelayAborted(
+                f"relay {self.cursor_name} {exc.reason} with {exc.pending} of {len(batch)} messages "
+                f"(seq {first}..{last}) unconfirmed; they will be published again"
+            ) from None
+        if failures:
+            err, key = failures[0].error, failures[0].key
+            hint = ""
+            missing = err.code() in _MISSING_TOPIC
+            if missing:
+                hint = " (the topic is missing or lost partitions: run `memstream topics apply`)"
+            elif err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                hint = " (raise max.message.bytes in topics.yaml, then `memstream topics apply`)"
+            raise RelayDeliveryError(
+                f"{len(failures)} of {len(batch)} messages (seq {first}..{last}) were "
+                f"not delivered to {self.topic}: {err.str()}{hint}; first failed key {key!r}",
+                topic_missing=missing,
+            )

@@ -1,0 +1,18 @@
+from __future__ import annotations
+
+import asyncpg
+import pytest
+
+from core.memory.service import MemoryService
+
+from .helpers import FakeClock
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def service(pool: asyncpg.Pool, clock: FakeClock) -> MemoryService:
+    return MemoryService(pool, clock)

@@ -1,0 +1,55 @@
+"""The registry of shipped processors."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.config import Settings
+from memstream.wiring.processors import (
+    PROCESSORS,
+    SOURCES,
+    ProcessorFactory,
+    consumers_of,
+    create_processor,
+    processor_names,
+)
+from streams.runtime import UnknownProcessor
+from streams.topics import default_registry
+from tests.streams.runtime.support import PgWriter
+
+
+def test_create_processor_builds_the_registered_one() -> None:
+    factories: dict[str, ProcessorFactory] = {"writer": lambda s, _e: PgWriter("writer", s.postgres)}
+    processor = create_processor("writer", Settings(), registry=factories)
+    assert processor.name == "writer"
+    assert processor_names(factories) == ["writer"]
+
+
+def test_unknown_names_list_what_is_registered() -> None:
+    with pytest.raises(UnknownProcessor, match="registered processors: a, b"):
+        create_processor(
+            "c",
+            Settings(),
+            registry={"b": lambda s, _e: PgWriter("b", ""), "a": lambda s, _e: PgWriter("a", "")},
+        )
+    with pytest.raises(UnknownProcessor, match=r"\(none registered yet\)"):
+        create_processor("c", Settings(), registry={})
+
+
+def test_a_factory_must_build_the_processor_it_is_registered_as() -> None:
+    with pytest.raises(ValueError, match="built a processor named 'other'"):
+        create_processor("writer", Settings(), registry={"writer": lambda s, _e: PgWriter("other", "")})
+
+
+def test_every_shipped_processor_has_a_declared_dead_letter_topic() -> None:
+    topics = default_registry()
+    for name in PROCESSORS:
+        assert topics.dlq_topic(name).name == f"dlq.{name}"
+        assert create_processor(name, Settings()).name == name
+
+
+def test_the_declared_sources_are_what_each_processor_consumes() -> None:
+    assert set(SOURCES) == set(PROCESSORS)
+    for name in PROCESSORS:
+        assert create_processor(name, Settings()).source_topics == SOURCES[name]
+    assert consumers_of("journal.messages") == ["clickhouse-projection", "thresholds"]

@@ -1,0 +1,26 @@
+"""Small builders shared by the journal tests."""
+
+from __future__ import annotations
+
+from core.journal.models import NewMessage, ThreadRef, ToolCall
+
+
+def thread(thread_id: str = "t1", account_id: str = "acc1", environment: str = "test") -> ThreadRef:
+    return ThreadRef(environment=environment, account_id=account_id, thread_id=thread_id)
+
+
+def user(content: str, message_id: str | None = None) -> NewMessage:
+    return NewMessage(role="user", content=content, message_id=message_id)
+
+
+def tool_call_pair(call_id: str = "call-1") -> list[NewMessage]:
+    """An assistant tool call and its tool result."""
+    return [
+        NewMessage(
+            role="assistant",
+            content="",
+            reasoning="need the weather",
+            tool_call=ToolCall(id=call_id, name="weather", arguments='{"city": "Paris"}'),
+        ),
+        NewMessage(role="tool", tool_call=ToolCall(id=call_id, result="18 C and sunny")),
+    ]
