@@ -44,6 +44,7 @@ from memstream.fencing import watch_fence
 from memstream.ops.admin_token import ensure_admin_token
 from memstream.ops.progress import ProgressCallback
 from memstream.ops.rebuild import rebuild_clickhouse, rebuild_qdrant
+from memstream.ops.topic_restart import ConsumerRestart
 from memstream.permissions import restrict_dir, restrict_umask
 from memstream.shutdown import StopSignals
 from memstream.wiring.api import build_api_deps, build_memory_deps
@@ -195,6 +196,7 @@ async def _serve(
         settings,
         progress=progress,
     )
+    topic_sync.restart_consumers = ConsumerRestart(settings, supervisor, consumers_of)
     app = create_app(
         build_api_deps(
             settings,
