@@ -11,7 +11,8 @@ committed on the new topic before anything is republished to it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -108,11 +109,11 @@ def commit(settings: Settings, offsets: dict[int, int]) -> None:
     admin.alter_consumer_group_offsets([request])[request.group_id].result(timeout=30)
 
 
-@pytest.mark.parametrize("restart", [True, False], ids=["restarted", "not-restarted"])
-async def test_offsets_committed_on_the_lost_topic_do_not_skip_the_refilled_one(
-    settings: Settings, broker_of_test: OwnBroker, pg_dsn: str, restart: bool
-) -> None:
-    """`not-restarted` shows the failure the restart prevents (the group skips records for good)."""
+@contextlib.asynccontextmanager
+async def running_alpha(
+    settings: Settings, pg_dsn: str
+) -> AsyncIterator[tuple[ProcessorSupervisor, list[PgWriter]]]:
+    """A supervisor running processor `alpha` (a `PgWriter`); yields it and every `alpha` it built."""
     registry = registry_on(settings)
     processors: list[PgWriter] = []
 
@@ -125,6 +126,18 @@ async def test_offsets_committed_on_the_lost_topic_do_not_skip_the_refilled_one(
     task = asyncio.create_task(supervisor.run(stop, started=started))
     try:
         await asyncio.wait_for(started.wait(), 30)
+        yield supervisor, processors
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
+@pytest.mark.parametrize("restart", [True, False], ids=["restarted", "not-restarted"])
+async def test_offsets_committed_on_the_lost_topic_do_not_skip_the_refilled_one(
+    settings: Settings, broker_of_test: OwnBroker, pg_dsn: str, restart: bool
+) -> None:
+    """`not-restarted` shows the failure the restart prevents (the group skips records for good)."""
+    async with running_alpha(settings, pg_dsn) as (supervisor, _):
         produce(settings, [{"id": i} for i in range(60)])
         assert len(await wait_for_effects(pg_dsn, NAME, 60, within_s=60)) == 60
         old = committed(settings, NAME)
@@ -135,7 +148,7 @@ async def test_offsets_committed_on_the_lost_topic_do_not_skip_the_refilled_one(
         registry_on(settings)  # the topic is back, empty, with offsets from 0
         await asyncio.to_thread(commit, settings, old)  # the stale commit
         guard = RepublishingGuard(settings, range(100, 160))
-        sync = TopicSync(settings, [guard], registry=registry)
+        sync = TopicSync(settings, [guard], registry=registry_on(settings))
         if restart:
             sync.restart_consumers = ConsumerRestart(settings, supervisor, lambda topic: [NAME])
         assert await sync.check(created=[TOPIC]) == [TOPIC]
@@ -148,26 +161,12 @@ async def test_offsets_committed_on_the_lost_topic_do_not_skip_the_refilled_one(
             assert ids == [*range(60), *range(100, 160)]
         else:
             assert len(ids) < 120  # records below the stale offsets were never read
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
 
 
 async def test_a_running_consumer_is_paused_reset_to_the_start_and_resumed(
     settings: Settings, pg_dsn: str
 ) -> None:
-    registry = registry_on(settings)
-    processors: list[PgWriter] = []
-
-    def alpha() -> PgWriter:
-        processors.append(PgWriter(NAME, pg_dsn))
-        return processors[-1]
-
-    supervisor = ProcessorSupervisor({NAME: alpha}, settings, options=OPTIONS, registry=registry)
-    stop, started = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(supervisor.run(stop, started=started))
-    try:
-        await asyncio.wait_for(started.wait(), 30)
+    async with running_alpha(settings, pg_dsn) as (supervisor, processors):
         positions = produce(settings, [{"id": i} for i in range(40)])
         assert len(await wait_for_effects(pg_dsn, NAME, 40, within_s=60)) == 40
         restart = ConsumerRestart(settings, supervisor, lambda topic: [NAME] if topic == TOPIC else [])
@@ -182,9 +181,6 @@ async def test_a_running_consumer_is_paused_reset_to_the_start_and_resumed(
             assert asyncio.get_running_loop().time() < deadline, processors[1].seen
             await asyncio.sleep(0.1)
         assert await effect_ids(pg_dsn, NAME) == list(range(40))  # idempotent effects
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
 
 
 async def test_the_restart_comes_before_the_refill_and_a_failed_one_fails_the_check(
