@@ -21,8 +21,14 @@ This is `memstream replay PROCESSOR --from earliest --coordinate` (`memstream.op
 forgetting the group's progress: the records it already processed are recognised from their
 stamps and skipped (`streams.runtime.progress`), so reading the topic from its start costs little.
 A processor the node does not run right now (crashed, or paused by an operator) only has its
-offsets reset; a paused one stays paused. Any failure raises (logged by the caller): the topic's
-identity is then not stored, and the next check restarts the consumers again.
+offsets reset; a paused one stays paused.
+
+A consumer paused while it was still rejoining the new broker's group can leave a member behind
+that the broker keeps counting for a while (Tansu kept one for more than 30 s), refusing the reset
+(`GroupActive`). Then the processor is resumed - it joins properly - and paused and reset again,
+`attempts` times in all, each waiting at most `idle_timeout_s` for the group to empty. Any other
+failure, or the last refusal, raises (logged by the caller): the topic's identity is then not
+stored, and the next check restarts the consumers again.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from core.config import Settings
-from memstream.ops.replay import GroupOffsets
+from memstream.ops.replay import GroupActive, GroupOffsets
 from memstream.ops.replay_from import Earliest
 from memstream.ops.replay_run import run_replay
 from streams.runtime.supervisor import ProcessorSupervisor
@@ -51,13 +57,15 @@ class ConsumerRestart:
         consumers_of: Callable[[str], Sequence[str]],
         *,
         offsets: Callable[[], GroupOffsets] | None = None,
-        idle_timeout_s: float = 30.0,
+        idle_timeout_s: float = 5.0,
+        attempts: int = 4,
     ) -> None:
         self.settings = settings
         self.supervisor = supervisor
         self.consumers_of = consumers_of
         self.offsets = offsets or (lambda: GroupOffsets(settings.broker_bootstrap))
         self.idle_timeout_s = idle_timeout_s
+        self.attempts = attempts
         self.restarts = 0
 
     async def __call__(self, topic: str) -> None:
@@ -87,14 +95,27 @@ class ConsumerRestart:
         )
 
     async def _restart(self, offsets: GroupOffsets, name: str, topic: str, broker_name: str) -> None:
-        status = self.supervisor.status(name)
-        running = status.state in ("running", "starting", "crashed")
-        await run_replay(
-            offsets,
-            self.supervisor,
-            name,
-            Earliest(),
-            coordinate=running,
-            idle_timeout_s=self.idle_timeout_s,
-            topics={topic: broker_name},
-        )
+        for attempt in range(1, self.attempts + 1):
+            running = self.supervisor.status(name).state in ("running", "starting", "crashed")
+            try:
+                await run_replay(
+                    offsets,
+                    self.supervisor,
+                    name,
+                    Earliest(),
+                    coordinate=running,
+                    idle_timeout_s=self.idle_timeout_s,
+                    topics={topic: broker_name},
+                )
+                return
+            except GroupActive as exc:
+                if attempt == self.attempts or not running:
+                    raise
+                log.info(
+                    "processor %s: the broker still counts a member of its group (%s); resumed, "
+                    "pausing it again (attempt %d of %d)",
+                    name,
+                    exc.message,
+                    attempt + 1,
+                    self.attempts,
+                )
