@@ -1,14 +1,17 @@
 """`Outage(target, methods=..., error=...)`: a store (fake or real) whose `methods` fail.
 
-While the outage lasts, every call of one of `methods` raises `error` (an exception, or a callable
-making one per call) without reaching `target`: all calls until `restore()`, or only the first
-`times` calls when `times` is given. Every other attribute is `target`'s. `proxy` is the wrapper
-typed as `target`, to pass where the store's interface is expected; `calls` counts the calls of
-`methods` (refused ones too), `refused` the calls that raised.
+While the outage lasts, every call of one of `methods` (coroutine methods: every store interface
+is async) raises `error` without reaching `target`: an exception, a callable making one per call,
+or None for a call that never returns (a server that accepts and never answers). The outage lasts
+until `restore()`, or for the first `times` calls when `times` is given; `fail(error)` starts it
+again. Every other attribute is `target`'s. `proxy` is the wrapper typed as `target`, to pass where
+the store's interface is expected; `calls` counts the calls of `methods` (refused ones too),
+`refused` the calls that failed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections import Counter
 from collections.abc import Callable, Collection
@@ -16,10 +19,12 @@ from typing import Any, Generic, TypeVar, cast
 
 T = TypeVar("T")
 
-ErrorSpec = BaseException | Callable[[], BaseException]
+ErrorSpec = BaseException | Callable[[], BaseException] | None
 
 
 class Outage(Generic[T]):
+    """See the module doc."""
+
     def __init__(
         self, target: T, *, methods: Collection[str], error: ErrorSpec, times: int | None = None
     ) -> None:
@@ -30,9 +35,9 @@ class Outage(Generic[T]):
         self._error: ErrorSpec = error
         self._left = times
         self._down = True
-        missing = [name for name in self.methods if not callable(getattr(target, name, None))]
+        missing = [n for n in self.methods if not inspect.iscoroutinefunction(getattr(target, n, None))]
         if missing:
-            raise AttributeError(f"{type(target).__name__} has no method {', '.join(sorted(missing))}")
+            raise TypeError(f"{type(target).__name__} has no coroutine method {', '.join(sorted(missing))}")
 
     @property
     def proxy(self) -> T:
@@ -47,13 +52,13 @@ class Outage(Generic[T]):
         """End the outage: calls reach the target again."""
         self._down = False
 
-    def fail(self, error: ErrorSpec | None = None, *, times: int | None = None) -> None:
-        """Start the outage (again), with another `error` when given."""
-        self._error = self._error if error is None else error
+    def fail(self, error: ErrorSpec, *, times: int | None = None) -> None:
+        """Start the outage (again), with `error`."""
+        self._error = error
         self._left = times
         self._down = True
 
-    def _refuse(self, name: str) -> None:
+    async def _refuse(self, name: str) -> None:
         self.calls[name] += 1
         if not self.down:
             return
@@ -61,6 +66,8 @@ class Outage(Generic[T]):
             self._left -= 1
         self.refused += 1
         error = self._error
+        if error is None:
+            await asyncio.Event().wait()
         raise error if isinstance(error, BaseException) else error()
 
     def __getattr__(self, name: str) -> Any:
@@ -69,16 +76,9 @@ class Outage(Generic[T]):
         attribute = getattr(self.target, name)
         if name not in self.methods:
             return attribute
-        if inspect.iscoroutinefunction(attribute):
 
-            async def refusing_async(*args: Any, **kwargs: Any) -> Any:
-                self._refuse(name)
-                return await attribute(*args, **kwargs)
-
-            return refusing_async
-
-        def refusing(*args: Any, **kwargs: Any) -> Any:
-            self._refuse(name)
-            return attribute(*args, **kwargs)
+        async def refusing(*args: Any, **kwargs: Any) -> Any:
+            await self._refuse(name)
+            return await attribute(*args, **kwargs)
 
         return refusing
