@@ -67,8 +67,11 @@ class Outage(Generic[T]):
         self.refused += 1
         error = self._error
         if error is None:
-            await asyncio.Event().wait()
-        raise error if isinstance(error, BaseException) else error()
+            await asyncio.Event().wait()  # never set: the call hangs until it is cancelled
+        elif isinstance(error, BaseException):
+            raise error
+        else:
+            raise error()
 
     def __getattr__(self, name: str) -> Any:
         if name == "target":  # not set yet (copying, unpickling)

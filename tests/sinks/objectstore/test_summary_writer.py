@@ -3,7 +3,6 @@ The `SummaryStore` contract it shares with the fake is tests/core/stores/test_su
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,6 @@ from pydantic import SecretStr
 
 from core.config import S3Settings
 from core.summaries.models import (
-    Summary,
     SummaryVersionConflict,
     SummaryWriteFailed,
     summary_key,
@@ -88,25 +86,6 @@ async def test_conflicts_leave_every_object_alone(
     with pytest.raises(SummaryVersionConflict, match="expected version"):
         await writer.write(THREAD, "bot", make(version, "rogue"), expected_version=expected)
     assert (await keys_of(store), await raw(store, POINTER)) == before
-
-
-async def test_racing_writers_leave_one_object_per_version(
-    writer: ObjectStoreSummaryWriter, store: Any
-) -> None:
-    await writer.write(THREAD, "bot", make(1), expected_version=None)
-
-    async def attempt(i: int) -> Summary | SummaryVersionConflict:
-        try:
-            return await writer.write(THREAD, "bot", make(2, f"writer {i}"), expected_version=1)
-        except SummaryVersionConflict as exc:
-            return exc
-
-    results = await asyncio.gather(*(attempt(i) for i in range(10)))
-    winners = [r for r in results if isinstance(r, Summary)]
-    conflicts = [r for r in results if isinstance(r, SummaryVersionConflict)]
-    assert len(winners) == 1 and len(conflicts) == 9  # the object store's create-only put decides
-    assert (await raw(store, POINTER))["content"] == winners[0].content
-    assert await keys_of(store) == ["summary.json", "summary.v1.json", "summary.v2.json"]
 
 
 async def test_crash_after_commit_before_publish(
