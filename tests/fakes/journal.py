@@ -59,7 +59,7 @@ class InMemoryJournal:
 
     def _usable(self) -> None:
         if self._fenced:
-            raise JournalFenced("the in-memory journal was opened by another writer")
+            raise JournalFenced("in-memory journal: opened by another writer; this writer is fenced")
         if self._closed:
             raise JournalUnavailable("the in-memory journal is closed")
 

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from core.errors import Conflict, InvalidInput
+from core.errors import Conflict, InvalidInput, JournalFenced, JournalUnavailable
 from core.journal.models import Message, NewMessage, ToolCall
 from core.journal.tokens import count_tokens
 from core.stores.journal import Journal
 from sinks.slatedb.journal import SlateJournal
 from tests.fakes.journal import InMemoryJournal
-from tests.sinks.slatedb.helpers import thread, tool_call_pair, user
+from tests.sinks.slatedb.helpers import every_call_is_fenced, thread, tool_call_pair, user
 
 
 @pytest.fixture(params=["memory", "slatedb"])
@@ -33,6 +33,40 @@ async def journal(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
     )
     yield opened
     await opened.close()
+
+
+@pytest.fixture(params=["memory", "slatedb"])
+async def fenced(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Journal]:
+    """A journal that appended one message, then another writer opened the same journal (and the
+    first noticed it on its next append)."""
+    if request.param == "memory":
+        journal = InMemoryJournal()
+        await journal.append(thread(), "a", None, [user("x")])
+        journal.fence()
+        yield journal
+        return
+    url = f"file://{tmp_path}/journal"
+    first = await SlateJournal.open(url)
+    await first.append(thread(), "a", None, [user("x")])
+    second = await SlateJournal.open(url)
+    try:
+        with pytest.raises(JournalFenced):
+            await first.append(thread(), "a", None, [user("lost")])
+        yield first
+        await first.close()
+    finally:
+        await second.close()
+
+
+async def test_a_fenced_journal_refuses_every_call(fenced: Journal) -> None:
+    await every_call_is_fenced(fenced)
+
+
+async def test_a_closed_journal_refuses_calls(journal: Journal) -> None:
+    await journal.close()
+    await journal.close()  # idempotent
+    with pytest.raises(JournalUnavailable, match="closed"):
+        await journal.last(thread(), 1)
 
 
 async def assert_nothing_written(journal: Journal, seq: int) -> None:
