@@ -73,9 +73,7 @@ class InMemoryProgress:
         return best
 
     async def low_watermark(self, group_ids: Sequence[str], topic: str) -> int:
-        if not group_ids:
-            return 0
-        return min([await self.watermark(group_id, topic) for group_id in group_ids])
+        return min([await self.watermark(group_id, topic) for group_id in group_ids], default=0)
 
     async def forget(self, group_id: str) -> None:
         self.groups.pop(group_id, None)
