@@ -5,10 +5,11 @@ caller's task, then queues them and waits. One writer task takes everything pend
 `MAX_GROUP_MESSAGES`), resolves message-id retries, allocates per-thread offsets and global seqs,
 writes ONE atomic `WriteBatch` (message rows + seq index + message-id index), awaits its
 durability, and only then resolves every caller. One group is in flight at a time, so seqs become
-durable in order. The in-memory counters (next offset per thread, last seq) only advance after a
-group is durable; if a group fails, the counters are dropped and re-derived from storage on next
-use (the failed batch may still be in SlateDB's memtable, so offsets are never reused), and only
-that group's callers fail.
+durable in order. After each group is durable, the append listeners run (`add_append_listener`:
+the node wakes its relay this way instead of it polling). The in-memory counters (next offset
+per thread, last seq) only advance after a group is durable; if a group fails, the counters are
+dropped and re-derived from storage on next use (the failed batch may still be in SlateDB's
+memtable, so offsets are never reused), and only that group's callers fail.
 
 Reads (`last`, `after`, `read_from_seq`, cursors) only see durable data (`DurabilityLevel.REMOTE`),
 so a reader never sees a message whose append has not been acknowledged and might still be lost.
@@ -24,10 +25,11 @@ import asyncio
 import contextlib
 import ctypes
 import json
+import logging
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
@@ -67,6 +69,8 @@ THREAD_CACHE_SIZE = 100_000
 """Next-offset entries kept in memory (LRU); an evicted thread is re-derived with one scan."""
 STATUS_POLL_INTERVAL_S = 0.02
 """How often calls ask SlateDB whether this writer was fenced or closed."""
+
+log = logging.getLogger("memstream.journal")
 
 _ALL = KeyRange(start=None, start_inclusive=False, end=None, end_inclusive=False)
 _READ = ReadOptions(durability_filter=DurabilityLevel.REMOTE, dirty=False, cache_blocks=True)
@@ -152,6 +156,7 @@ class SlateJournal:
         self._appends = 0
         self._messages = 0
         self._batches = 0
+        self._append_listeners: list[Callable[[], None]] = []
 
     # ---- lifecycle -----------------------------------------------------------------------------
 
@@ -221,6 +226,12 @@ class SlateJournal:
     @property
     def stats(self) -> JournalStats:
         return JournalStats(appends=self._appends, messages=self._messages, batches=self._batches)
+
+    def add_append_listener(self, listener: Callable[[], None]) -> None:
+        """Call `listener()` in the writer task after every group commit that succeeded (its
+        messages are durable and its callers are being answered). It must be quick and not block;
+        an exception it raises is logged and does not affect the append."""
+        self._append_listeners.append(listener)
 
     # ---- append --------------------------------------------------------------------------------
 
@@ -359,6 +370,11 @@ class SlateJournal:
         self._messages += plan.new_messages
         for request, outcome in plan.outcomes:
             _settle(request.future, outcome)
+        for listener in self._append_listeners:
+            try:
+                listener()
+            except Exception:
+                log.exception("journal append listener %r failed", listener)
 
     async def _plan(self, group: list[_Request]) -> _Plan:
         """Resolve retries and allocate offsets/seqs for a group; writes nothing."""
