@@ -43,7 +43,7 @@ async def test_a_failed_group_does_not_call_the_listeners(journal: SlateJournal)
     journal.add_append_listener(lambda: calls.append(1))
     await journal.append(thread(), "a", None, [user("first")])
     assert calls == [1]
-    journal._write_timeout_s = 0  # the next group's durability wait times out at once
+    journal._commits.write_timeout_s = 0  # the next group's durability wait times out at once
     with pytest.raises(JournalUnavailable, match="did not complete"):
         await journal.append(thread(), "a", None, [user("lost?", "m1")])
     assert calls == [1]
