@@ -2,11 +2,12 @@
 
 `build_node` does the start-up work that precedes serving: the relays (the journal relay is woken
 by the journal's append listener instead of polling), the topic sync (checked once here, before
-any relay runs), the compaction recovery, the shared engines, agent memory, the ClickHouse schema
-(a server that is down is only logged: the projection creates it later), the object-store probe,
-the processor supervisor and the FastAPI app with the admin router. It opens no server and starts
-no task: `Node.tasks` starts the components, `Node.close` releases what `build_node` opened (the
-pool and the journal belong to the caller).
+any relay runs; once the processors exist it restarts the consumers of a replaced topic:
+`memstream.ops.topic_restart`), the compaction recovery, the shared engines, agent memory, the
+ClickHouse schema (a server that is down is only logged: the projection creates it later), the
+object-store probe, the processor supervisor and the FastAPI app with the admin router. It opens
+no server and starts no task: `Node.tasks` starts the components, `Node.close` releases what
+`build_node` opened (the pool and the journal belong to the caller).
 """
 
 from __future__ import annotations
