@@ -227,9 +227,9 @@ async def test_the_instance_id_is_stable_and_new_for_a_store_created_anew(
     assert await again.instance_id() == one  # another client of the same store
     other = ClickHouseTranscriptStore(clickhouse_dsn, database=f"{clickhouse_database}_other")
     assert await other.instance_id() != one
-    await first._run("drop", lambda c: c.command(f"DROP DATABASE {clickhouse_database} SYNC"))
+    await first._client.run("drop", lambda c: c.command(f"DROP DATABASE {clickhouse_database} SYNC"))
     anew = ClickHouseTranscriptStore(clickhouse_dsn, database=clickhouse_database)
     assert await anew.instance_id() not in (one, await other.instance_id())  # created anew
-    await other._run("drop", lambda c: c.command(f"DROP DATABASE {clickhouse_database}_other SYNC"))
+    await other._client.run("drop", lambda c: c.command(f"DROP DATABASE {clickhouse_database}_other SYNC"))
     for store in (first, again, other, anew):
         await store.close()

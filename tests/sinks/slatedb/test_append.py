@@ -46,10 +46,10 @@ async def test_oversized_message_is_rejected_naming_the_limit(journal_url: str) 
 
 async def test_a_failed_group_fails_its_callers_and_offsets_are_not_reused(journal: SlateJournal) -> None:
     await journal.append(thread(), "a", None, [user("first", "m0")])
-    journal._write_timeout_s = 0  # the next group's durability wait times out at once
+    journal._commits.write_timeout_s = 0  # the next group's durability wait times out at once
     with pytest.raises(JournalUnavailable, match="did not complete"):
         await journal.append(thread(), "a", None, [user("lost?", "m1"), user("lost?", "m2")])
-    journal._write_timeout_s = 30
+    journal._commits.write_timeout_s = 30
     # the counters are re-derived from storage: the failed batch may still land, so it is skipped
     retried = await journal.append(thread(), "a", None, [user("lost?", "m1"), user("lost?", "m2")])
     later = await journal.append(thread(), "a", None, [user("next")])
