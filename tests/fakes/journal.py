@@ -15,7 +15,7 @@ the call is written). Every append is durable at once.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from core.errors import Conflict, InvalidInput, JournalFenced, JournalUnavailable
@@ -52,6 +52,7 @@ class InMemoryJournal:
         self._ids: dict[tuple[str, str, str], Message] = {}
         self._fenced = False
         self._closed = False
+        self._listeners: list[Callable[[], None]] = []
 
     def fence(self) -> None:
         """Another writer opened the journal: every later call raises JournalFenced."""
@@ -156,7 +157,13 @@ class InMemoryJournal:
             self.by_seq.append(message)
             self._ids[(thread.environment, thread.account_id, message.message_id)] = message
             result.append(message)
+        if any(stored is None for stored in existing):
+            for listener in self._listeners:
+                listener()
         return result
+
+    def add_append_listener(self, listener: Callable[[], None]) -> None:
+        self._listeners.append(listener)
 
     async def last(self, thread: ThreadRef, n: int) -> list[Message]:
         self._usable()

@@ -332,3 +332,15 @@ async def test_threads_of_other_accounts_and_environments_are_invisible(journal:
     assert [m.content for m in await journal.after(thread("shared", "acc2"), -1)] == ["for acc2", "more acc2"]
     assert [m.content for m in await journal.last(thread("shared", "acc1", "prod"), 10)] == ["prod acc1"]
     assert [m.offset for m in await journal.last(thread("shared", "acc2"), 10)] == [0, 1]
+
+
+async def test_listeners_hear_of_every_append_that_wrote_once_it_is_readable(journal: Journal) -> None:
+    heard: list[int] = []
+    journal.add_append_listener(lambda: heard.append(len(heard)))
+    first = await journal.append(thread("t-listen"), "agent", None, [user("hi", "m1")])
+    assert heard  # called once the append was durable: the relay then reads it
+    assert [m.message_id for m in await journal.read_from_seq(0, 10)] == ["m1"]
+    count = len(heard)
+    assert await journal.append(thread("t-listen"), "agent", None, [user("hi", "m1")]) == first
+    await journal.append(thread("t-listen"), "agent", None, [user("again", "m2")])
+    assert len(heard) > count  # every append that wrote is heard (a retry may be heard too)
