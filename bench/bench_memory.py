@@ -75,6 +75,7 @@ from memstream.embedded.process import free_port
 from processors.qdrant_projection import QdrantProjection, entry_payload
 from sinks.embeddings.bm25 import Bm25Sparse
 from sinks.embeddings.minilm import OfflineMiniLM
+from sinks.postgres.memory import PostgresMemoryStore
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
 from sinks.qdrant.edge import QdrantEdgeIndex
@@ -753,7 +754,7 @@ async def run(args: argparse.Namespace, bootstrap: str, dsn: str) -> None:
         b = Bench(
             args=args,
             pool=pool,
-            service=MemoryService(pool),
+            service=MemoryService(PostgresMemoryStore(pool)),
             index=index,
             embedder=embedder,
             sparse=Bm25Sparse(),

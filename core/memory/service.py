@@ -53,7 +53,6 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Literal, get_args
 
-import asyncpg
 from pydantic import BaseModel, ConfigDict
 
 from core.errors import Conflict, InvalidInput, NotFound
@@ -79,7 +78,7 @@ from core.memory.models import (
 )
 from core.memory.pinned import MemoryScope
 from core.memory.screening import Screening, SensitiveWithoutUser, screen
-from sinks.postgres.memory import MemoryWriteTx, PostgresMemoryStore, Scope
+from core.memory.store import MemoryStore, MemoryWrites, Scope
 
 Outcome = Literal["created", "replaced", "unchanged"]
 
@@ -339,10 +338,11 @@ def _private_fallback_note() -> str:
 
 
 class MemoryService:
-    """Agent memory over PostgreSQL. `clock` gives the current time (aware), injectable for tests."""
+    """Agent memory over a `MemoryStore`. `clock` gives the current time (aware), injectable for
+    tests."""
 
-    def __init__(self, pool: asyncpg.Pool, clock: Clock = utc_now) -> None:
-        self._store = PostgresMemoryStore(pool)
+    def __init__(self, store: MemoryStore, clock: Clock = utc_now) -> None:
+        self._store = store
         self._clock = clock
 
     def _now(self) -> datetime:
@@ -469,7 +469,7 @@ class MemoryService:
 
     @staticmethod
     async def _check_capacity(
-        tx: MemoryWriteTx, s: Scope, category: Category, author: str | None, now: datetime
+        tx: MemoryWrites, s: Scope, category: Category, author: str | None, now: datetime
     ) -> None:
         limits = LIMITS[category]
         agent_count, user_count = await tx.counts(s, category, author, now)

@@ -1,4 +1,5 @@
-"""The `memory_entries` and `memory_outbox` tables behind `core.memory.service.MemoryService`.
+"""The `memory_entries` and `memory_outbox` tables (`PostgresMemoryStore`, a
+`core.memory.store.MemoryStore`) behind `core.memory.service.MemoryService`.
 
 This module is SQL only; the rules (screening, capacity, same-key, visibility choice) live in the
 service. Every read names the scope (environment, account_id, agent_id) and the caller's user:
@@ -18,13 +19,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
 
-from core.memory.models import EntryEvent, MemoryEntry, Provenance, entry_key
+from core.memory.models import MemoryEntry, Provenance, entry_key
+from core.memory.store import Scope, StoredEntry
 
 _COLUMNS = (
     "entry_id, environment, account_id, agent_id, user_id, author_user_id, key, content, category, "
@@ -40,17 +41,6 @@ private to them (`MemoryService` writes no other kind since issue 9). Rows writt
 that (e.g. by the flush of a thread without a user) stay listable for operators to clean up."""
 
 AGENT_LOCK_PREFIX = "memstream.memory/"
-
-
-@dataclass(frozen=True)
-class StoredEntry:
-    """An entry as stored, with its change counter (the `version` of its `EntryEvent`)."""
-
-    entry: MemoryEntry
-    version: int
-
-    def event(self) -> EntryEvent:
-        return EntryEvent(version=self.version, entry=self.entry)
 
 
 def _stored(row: Any) -> StoredEntry:
@@ -82,25 +72,16 @@ def _source(entry: MemoryEntry) -> dict[str, Any] | None:
     return None if entry.source is None else entry.source.model_dump(mode="json")
 
 
-@dataclass(frozen=True)
-class Scope:
-    """The rows a caller may see: one agent of one account in one environment, as `user_id`."""
-
-    environment: str
-    account_id: str
-    agent_id: str
-    user_id: str | None
-
-    @property
-    def params(self) -> list[Any]:
-        return [self.environment, self.account_id, self.agent_id, self.user_id]
+def _params(scope: Scope) -> list[Any]:
+    """The 4 scope parameters of `_VISIBLE` ($1..$4)."""
+    return [scope.environment, scope.account_id, scope.agent_id, scope.user_id]
 
 
 class _Where:
     """Builds `AND`-ed conditions with numbered parameters after the 4 scope parameters."""
 
     def __init__(self, scope: Scope) -> None:
-        self.params: list[Any] = scope.params
+        self.params: list[Any] = _params(scope)
         self.parts: list[str] = [_VISIBLE]
 
     def arg(self, value: Any) -> str:
@@ -134,7 +115,8 @@ class _Where:
 
 
 class MemoryWriteTx:
-    """Statements of one write transaction (see `PostgresMemoryStore.writing`)."""
+    """Statements of one write transaction (`core.memory.store.MemoryWrites`; see
+    `PostgresMemoryStore.writing`)."""
 
     def __init__(self, conn: asyncpg.Connection) -> None:
         self.conn = conn
@@ -157,7 +139,7 @@ class MemoryWriteTx:
         """The entry `entry_id` when `scope` may see it, locked for update; expired entries included."""
         row = await self.conn.fetchrow(
             f"SELECT {_COLUMNS} FROM memory_entries WHERE {_VISIBLE} AND entry_id = $5 FOR UPDATE",
-            *scope.params,
+            *_params(scope),
             entry_id,
         )
         return None if row is None else _stored(row)
@@ -302,7 +284,8 @@ class MemoryWriteTx:
 
 
 class PostgresMemoryStore:
-    """Memory entries in PostgreSQL (pool from `sinks.postgres.pool.create_pool`, schema migrated)."""
+    """Memory entries in PostgreSQL (`core.memory.store.MemoryStore`; pool from
+    `sinks.postgres.pool.create_pool`, schema migrated)."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
@@ -438,7 +421,7 @@ class PostgresMemoryStore:
             f"""UPDATE memory_entries SET recall_count = recall_count + 1,
                     last_recalled_at = greatest(last_recalled_at, $6::timestamptz)
                 WHERE {_VISIBLE} AND entry_id = ANY($5::uuid[])""",
-            *scope.params,
+            *_params(scope),
             list(ids),
             at,
         )
