@@ -65,10 +65,11 @@ from server_group import server_group
 from topic_consumer import consumer_from_start
 
 from core.config import Settings
+from core.memory.checks import content_hash
 from core.memory.models import OBSERVATION_TTL_DAYS, Category, MemoryEntry, Visibility
 from core.memory.pinned import MemoryScope
 from core.memory.recall import OVERFETCH, Recaller
-from core.memory.service import MemoryService, content_hash
+from core.memory.service import MemoryService
 from core.stores.vectors import CollectionRef, IndexFilter, IndexPoint
 from memstream.embedded import services
 from memstream.embedded.process import free_port
