@@ -66,8 +66,7 @@ from topic_consumer import consumer_from_start
 
 from core.config import Settings
 from core.memory.checks import content_hash
-from core.memory.models import OBSERVATION_TTL_DAYS, Category, MemoryEntry, Visibility
-from core.memory.pinned import MemoryScope
+from core.memory.models import OBSERVATION_TTL_DAYS, Category, MemoryEntry, MemoryScope, Visibility
 from core.memory.recall import OVERFETCH, Recaller
 from core.memory.service import MemoryService
 from core.stores.vectors import CollectionRef, IndexFilter, IndexPoint

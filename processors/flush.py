@@ -51,8 +51,7 @@ from core.config import Settings
 from core.errors import InvalidInput
 from core.journal.models import Message, ThreadRef
 from core.memory.agents import AgentRef, AgentService
-from core.memory.models import Provenance
-from core.memory.pinned import MemoryScope
+from core.memory.models import MemoryScope, Provenance
 from core.memory.service import MemoryService
 from core.stores.journal import Journal
 from processors.errors import NeedsNode

@@ -17,8 +17,7 @@ from typing import get_args
 from core.errors import InvalidInput
 from core.ids import require_environment, require_id
 from core.inputs import check_text
-from core.memory.models import CATEGORIES, LIMITS, PROFILE_CATEGORY, Category, Visibility
-from core.memory.pinned import MemoryScope
+from core.memory.models import CATEGORIES, LIMITS, PROFILE_CATEGORY, Category, MemoryScope, Visibility
 from core.memory.screening import Screening, SensitiveWithoutUser
 from core.memory.store import MemoryWrites, Scope
 

@@ -31,8 +31,7 @@ from core.memory.checks import (
     uuids,
 )
 from core.memory.clock import Clock, utc_now
-from core.memory.models import PIN_MAX, PIN_MIN_IMPORTANCE, RECALL_DEFAULT_LIMIT, MemoryEntry
-from core.memory.pinned import MemoryScope
+from core.memory.models import PIN_MAX, PIN_MIN_IMPORTANCE, RECALL_DEFAULT_LIMIT, MemoryEntry, MemoryScope
 from core.memory.store import MemoryStore
 
 

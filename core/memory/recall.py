@@ -30,8 +30,7 @@ from core.embeddings.base import Embedder, SparseEncoder
 from core.errors import InvalidInput
 from core.inputs import check_text
 from core.memory.checks import check_key_prefix
-from core.memory.models import CATEGORIES, RECALL_DEFAULT_LIMIT, RECALL_MAX_LIMIT, MemoryEntry
-from core.memory.pinned import MemoryScope
+from core.memory.models import CATEGORIES, RECALL_DEFAULT_LIMIT, RECALL_MAX_LIMIT, MemoryEntry, MemoryScope
 from core.memory.reads import ScoredEntry
 from core.stores.vectors import CollectionRef, IndexFilter, VectorIndex
 

@@ -74,10 +74,10 @@ from core.memory.models import (
     PROFILE_CATEGORY,
     Category,
     MemoryEntry,
+    MemoryScope,
     Provenance,
     Visibility,
 )
-from core.memory.pinned import MemoryScope
 from core.memory.reads import MemoryReads
 from core.memory.screening import SensitiveWithoutUser, screen
 from core.memory.store import Scope

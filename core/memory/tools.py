@@ -36,10 +36,10 @@ from core.memory.models import (
     RECALL_MAX_LIMIT,
     Category,
     MemoryEntry,
+    MemoryScope,
     Provenance,
     Visibility,
 )
-from core.memory.pinned import MemoryScope
 from core.memory.recall import MAX_QUERY_CHARS, RecallResult
 from core.memory.service import ForgetResult, StoreResult
 

@@ -21,7 +21,7 @@ import asyncpg
 
 from core.config import Settings
 from core.memory.agents import AgentService
-from core.memory.pinning import MemoryPinnedFacts
+from core.memory.pinned import MemoryPinnedFacts
 from core.memory.recall import Recaller
 from core.memory.service import MemoryService
 from core.memory.tools import MemoryTools

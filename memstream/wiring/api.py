@@ -10,8 +10,7 @@ from core.config import Settings
 from core.embeddings.base import Embedder, SparseEncoder
 from core.memory.agents import AgentService
 from core.memory.clock import Clock, utc_now
-from core.memory.pinned import NoPinnedFacts, PinnedFactsProvider
-from core.memory.pinning import MemoryPinnedFacts
+from core.memory.pinned import MemoryPinnedFacts, NoPinnedFacts, PinnedFactsProvider
 from core.memory.recall import Recaller
 from core.memory.service import MemoryService
 from core.memory.tools import MemoryTools

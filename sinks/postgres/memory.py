@@ -190,7 +190,7 @@ class PostgresMemoryStore:
     ) -> list[StoredEntry]:
         """Live user_profile entries private to `scope.user_id` (never shared ones) with importance
         >= min_importance, by importance then recency; exact ties by entry_id descending, as
-        `core.memory.pinning.select_pinned`."""
+        `core.memory.pinned.select_pinned`."""
         where = _Where(scope)
         where.filters(now=now, category="user_profile", visibility="private")
         where.add(f"importance >= {where.arg(min_importance)}")

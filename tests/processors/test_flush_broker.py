@@ -20,9 +20,8 @@ from core.chat.offline import OfflineChatModel
 from core.config import Settings
 from core.journal.models import Message, NewMessage, ThreadRef
 from core.memory.agents import AgentRef, AgentService
-from core.memory.models import MemoryEntry
-from core.memory.pinned import MemoryScope
-from core.memory.pinning import MemoryPinnedFacts
+from core.memory.models import MemoryEntry, MemoryScope
+from core.memory.pinned import MemoryPinnedFacts
 from core.memory.service import MemoryService
 from memstream.wiring.processors import build_flush
 from processors.errors import NeedsNode

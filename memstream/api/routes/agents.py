@@ -16,8 +16,7 @@ from core.auth import Principal
 from core.errors import Conflict
 from core.journal.models import ID_PATTERN, Id
 from core.memory.agents import AgentRef
-from core.memory.models import MEMORY_CAPABILITY
-from core.memory.pinned import MemoryScope
+from core.memory.models import MEMORY_CAPABILITY, MemoryScope
 from core.memory.tools import (
     TOOL_NAMES,
     MemoryNotBound,

@@ -11,8 +11,7 @@ from core.auth import Principal
 from core.journal.models import NewMessage
 from core.memory.checks import ProfileWithoutUser
 from core.memory.models import MemoryEntry
-from core.memory.pinned import PINNED_CLOSE, PINNED_DISCLAIMER, PINNED_OPEN
-from core.memory.pinning import MemoryPinnedFacts, select_pinned
+from core.memory.pinned import PINNED_CLOSE, PINNED_DISCLAIMER, PINNED_OPEN, MemoryPinnedFacts, select_pinned
 from core.memory.service import MemoryService
 from core.threads import ThreadService
 from core.turn_context import SUMMARY_PREFIX, ContextReader
