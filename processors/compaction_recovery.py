@@ -43,9 +43,9 @@ from datetime import UTC, datetime, timedelta
 
 from confluent_kafka import KafkaError
 
+from core.stores.compactions import CompactionLedger, OpenCompaction
 from core.stores.thresholds import ThreadScope
 from processors.thresholds import RequestNotDelivered, Thresholds
-from sinks.postgres.compactions import OpenCompaction, PostgresCompactions
 from streams.producer import RecordsNotConfirmed
 
 log = logging.getLogger("memstream.compaction_recovery")
@@ -85,7 +85,7 @@ class CompactionRecovery:
     def __init__(
         self,
         thresholds: Thresholds,
-        ledger: PostgresCompactions,
+        ledger: CompactionLedger,
         *,
         interval_s: float = INTERVAL_S,
         rerequest_after_s: float = REREQUEST_AFTER_S,

@@ -46,15 +46,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import asyncpg
-
 from core.chat.base import ChatModel, ExtractedFact
 from core.config import Settings
 from core.errors import InvalidInput
 from core.journal.models import Message, ThreadRef
 from core.memory.agents import AgentRef, AgentService
-from core.memory.models import Provenance
-from core.memory.pinned import MemoryScope
+from core.memory.models import MemoryScope, Provenance
 from core.memory.service import MemoryService
 from core.stores.journal import Journal
 from processors.errors import NeedsNode
@@ -177,16 +174,17 @@ def _short(exc: BaseException) -> str:
 
 
 class Flush(Processor):
-    """The `flush` processor (module doc). `journal` and `pool` are the node's; the chat model is
-    `chat_model` or, when None, `open_chat_model()` called in `start`; `publisher` (to
+    """The `flush` processor (module doc). `journal`, `memory` and `agents` are the node's; the chat
+    model is `chat_model` or, when None, `open_chat_model()` called in `start`; `publisher` (to
     compaction.flushed) is built in `start` when not given. Construction does no I/O; `start`
-    refuses (NeedsNode) without journal or pool."""
+    refuses (NeedsNode) without journal or agent memory."""
 
     def __init__(
         self,
         settings: Settings,
         journal: Journal | None,
-        pool: asyncpg.Pool | None,
+        memory: MemoryService | None,
+        agents: AgentService | None,
         chat_model: ChatModel | None = None,
         *,
         open_chat_model: Callable[[], ChatModel] | None = None,
@@ -198,18 +196,17 @@ class Flush(Processor):
         self.source_topics = (SOURCE_TOPIC,)
         self.settings = settings
         self.journal = journal
-        self.pool = pool
         self.chat_model = chat_model
         self._open_chat_model = open_chat_model
         self.publisher = publisher
         self.model_timeout_s = model_timeout_s
         self.topic = topic_name(settings, OUTPUT_TOPIC)
-        self._agents: AgentService | None = None
-        self._memory: MemoryService | None = None
+        self._agents = agents
+        self._memory = memory
         self._stopping = False
 
     async def start(self) -> None:
-        if self.journal is None or self.pool is None:
+        if self.journal is None or self._memory is None or self._agents is None:
             raise NeedsNode(
                 "the flush processor reads the journal and writes agent memory through the node's "
                 "journal and Postgres pool: it runs inside the node (`memstream up` / `memstream node`), "
@@ -219,8 +216,6 @@ class Flush(Processor):
             if self._open_chat_model is None:
                 raise ValueError("the flush processor needs `chat_model` or `open_chat_model`")
             self.chat_model = self._open_chat_model()
-        self._agents = AgentService(self.pool)
-        self._memory = MemoryService(self.pool)
         if self.publisher is None:
             self.publisher = BatchPublisher(
                 self.settings, self.topic, client_id=f"memstream.{self.name}", logger=log

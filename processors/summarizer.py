@@ -21,7 +21,7 @@ Per request (`Summarizer.summarize`):
    `expected_version=current.version`. A `SummaryVersionConflict` re-reads and re-checks (at most
    `MAX_CONFLICTS` times).
 4. After the summary is durable (or found covering): settle the thread's compaction in the
-   durable ledger (`PostgresCompactions.settle`: the request in flight is closed, so recovery does
+   durable ledger (`CompactionLedger.settle`: the request in flight is closed, so recovery does
    not request it again), `reset_counters(scope, last + 1)` and release the guard, then the lock.
 
 Summary versions never go backwards: the store is a `MonotonicSummaryStore` over a durable
@@ -53,8 +53,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from core.chat.base import ChatModel, ModelError, ModelRequestRejected, ModelUnsupported
 from core.errors import JournalUnavailable, MemstreamError
 from core.journal.models import Id, Message, ThreadRef
+from core.stores.compactions import CompactionLedger
 from core.stores.journal import Journal
-from core.stores.thresholds import ThreadScope
+from core.stores.locks import Lease, Locks
+from core.stores.thresholds import ThreadScope, ThresholdStore
 from core.summaries.models import (
     Summary,
     SummaryStore,
@@ -64,9 +66,6 @@ from core.summaries.models import (
     summarization_lock_name,
 )
 from processors.errors import NeedsNodeJournal
-from sinks.postgres.compactions import PostgresCompactions
-from sinks.redis.locks import Lease, RedisLocks
-from sinks.redis.thresholds import ThresholdStore
 from streams.runtime.errors import SinkUnavailable
 from streams.runtime.processor import InvalidMessage, Processor, Record
 
@@ -180,9 +179,9 @@ class Summarizer(Processor):
         *,
         thresholds: ThresholdStore,
         summaries: SummaryStore | None,
-        locks: RedisLocks,
+        locks: Locks,
         journal: Journal | None,
-        ledger: PostgresCompactions | None,
+        ledger: CompactionLedger | None,
         chat_model: ChatModel | None = None,
         chat_model_factory: Callable[[], ChatModel] | None = None,
         open_summaries: Callable[[], SummaryStore] | None = None,
@@ -289,7 +288,7 @@ class Summarizer(Processor):
                 log.warning("lost the lock %s while summarizing; going on (versions are checked)", lease.name)
                 return
 
-    def _ledger(self) -> PostgresCompactions:
+    def _ledger(self) -> CompactionLedger:
         if self.ledger is None:
             raise NeedsNodeJournal("the summarizer needs the node's Postgres pool")
         return self.ledger

@@ -3,7 +3,7 @@ compaction when a thread crosses `TOKEN_LIMIT` tokens or `MESSAGE_LIMIT` message
 
 Input: `journal.messages`. Output: `compaction.requested` (key thread_id; `request_payload`).
 
-Per message, in one Redis script (`sinks.redis.thresholds.ThresholdStore.count`): add it to the
+Per message, in one Redis script (`sinks.redis.thresholds.RedisThresholdStore.count`): add it to the
 thread's counters when it is the next offset (a message already counted changes nothing, so
 redelivery, replay and republish never count twice), check the thresholds (`crossing`, the pure
 rule) and, when crossed, take the thread's flush-and-summarize guard. Only a crossing that took the
@@ -47,12 +47,11 @@ from typing import Any, Literal
 
 from core.config import Settings
 from core.journal.models import Message, ThreadRef
+from core.stores.compactions import CompactionLedger
 from core.stores.journal import Journal
-from core.stores.thresholds import Outcome, ThreadScope
+from core.stores.thresholds import Outcome, ThreadScope, ThresholdStore
 from core.summaries.models import SummaryWriter
 from processors.errors import NeedsNodeJournal
-from sinks.postgres.compactions import PostgresCompactions
-from sinks.redis.thresholds import ThresholdStore
 from streams.events import InvalidEvent, decode_message
 from streams.producer import BatchPublisher, OutgoingRecord, RecordsNotConfirmed
 from streams.runtime.errors import SinkUnavailable
@@ -176,7 +175,7 @@ class Thresholds(Processor):
         journal: Journal | None,
         summaries: SummaryWriter | None,
         *,
-        ledger: PostgresCompactions | None,
+        ledger: CompactionLedger | None,
         open_summaries: Callable[[], SummaryWriter] | None = None,
         name: str = NAME,
         publisher: BatchPublisher | None = None,
@@ -380,7 +379,7 @@ class Thresholds(Processor):
         except RecordsNotConfirmed as exc:
             raise RequestNotDelivered(f"compaction requests not confirmed: {exc.message}") from exc
 
-    def _ledger(self) -> PostgresCompactions:
+    def _ledger(self) -> CompactionLedger:
         if self.ledger is None:
             raise NeedsNodeJournal("the thresholds processor needs the node's Postgres pool")
         return self.ledger

@@ -28,7 +28,7 @@ from sinks.objectstore.summaries import ObjectStoreSummaryWriter
 from sinks.postgres.compactions import PostgresCompactions, PostgresSummaryVersions
 from sinks.redis.locks import RedisLocks
 from sinks.redis.summary_cache import RedisSummaryCache
-from sinks.redis.thresholds import ThresholdStore
+from sinks.redis.thresholds import RedisThresholdStore
 from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.runtime.processor import Record
@@ -55,7 +55,7 @@ class Rig:
 
     settings: Settings
     journal: SlateJournal
-    store: ThresholdStore
+    store: RedisThresholdStore
     ledger: PostgresCompactions
     live: Thresholds
     pool: asyncpg.Pool

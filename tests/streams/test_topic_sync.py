@@ -30,6 +30,7 @@ from processors.qdrant_projection import QdrantProjection
 from sinks.clickhouse.store import ClickHouseTranscriptStore
 from sinks.embeddings.bm25 import Bm25Sparse
 from sinks.embeddings.minilm import OfflineMiniLM
+from sinks.postgres.memory import PostgresMemoryStore
 from sinks.postgres.progress import PostgresProgress
 from sinks.qdrant.edge import QdrantEdgeIndex
 from sinks.slatedb.journal import SlateJournal
@@ -271,7 +272,7 @@ async def test_agent_memory_not_yet_projected_when_the_broker_lost_it_reaches_th
     broker died before the projection consumed them. After the restart the node finds the new topic
     and publishes what the projection had not applied; the index catches up by itself."""
     settings = settings_of(broker_of_test, tmp_path, topic_prefix)
-    service = MemoryService(pool, FakeClock())
+    service = MemoryService(PostgresMemoryStore(pool), FakeClock())
     relay = EntriesOutboxRelay(pool, settings)
     sync = TopicSync(settings, [EntriesTopicGuard(pool, relay)], registry=REGISTRY)
     assert await sync.check(created=["memory.entries"]) == []

@@ -9,9 +9,10 @@ import asyncpg
 import pytest
 
 from core.errors import InvalidInput
+from core.memory.checks import ProfileWithoutUser
 from core.memory.recall import Recaller
 from core.memory.screening import ScreeningRejected
-from core.memory.service import MemoryService, ProfileWithoutUser
+from core.memory.service import MemoryService
 from core.memory.tools import MemoryTools, ToolContext
 from sinks.embeddings.bm25 import Bm25Sparse
 from sinks.embeddings.minilm import OfflineMiniLM

@@ -9,8 +9,9 @@ from typing import Any
 import asyncpg
 
 from core.journal.models import ThreadRef
+from core.stores.compactions import OpenCompaction
 from core.stores.thresholds import ThreadScope
-from sinks.postgres.compactions import OpenCompaction, PostgresCompactions, PostgresSummaryVersions
+from sinks.postgres.compactions import PostgresCompactions, PostgresSummaryVersions
 
 A = ThreadScope("test", "acme", "bot", "th-1")
 B = ThreadScope("test", "globex", "bot", "th-1")  # same thread id, other account
