@@ -24,7 +24,7 @@ engine refusing a point) go to the runtime as they are (retried, then the record
 alone is dead-lettered).
 
 After a batch is applied, the live projection (as `memstream.wiring.processors` builds it) notes
-the batch's `outbox_seq` headers as applied (`streams.relays.memory_entries.AppliedOutbox`), so
+the batch's `outbox_seq` headers as applied (`core.stores.outbox.AppliedOutbox`), so
 that what the broker loses before the projection applied it is published again from Postgres
 (`EntriesOutboxRelay.republish_unapplied`).
 That note is best effort: when Postgres cannot take it, a warning is logged and the batch still
@@ -42,9 +42,10 @@ from pydantic import ValidationError
 
 from core.embeddings.base import Embedder, SparseEncoder
 from core.memory.models import EntryEvent, MemoryEntry, parse_entry_key
+from core.stores.outbox import AppliedOutbox
 from core.stores.vectors import CollectionRef, IndexPoint, VectorIndex
 from sinks.embeddings.bm25 import Bm25Sparse
-from streams.relays.memory_entries import AppliedOutbox, outbox_seqs
+from streams.relays.memory_entries import outbox_seqs
 from streams.runtime.errors import SinkUnavailable
 from streams.runtime.outages import is_outage
 from streams.runtime.processor import InvalidMessage, Processor, Record
