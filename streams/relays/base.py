@@ -11,9 +11,9 @@ Contract (`RelayLoop`; the subclasses say what their source is and how it advanc
   (new producer id).
 - `interrupt()` aborts the round in progress and replaces the producer (the broker replaced the
   topic); `close()` aborts it and releases the producer; `notify()` ends an idle sleep now.
-- `run(stop)` loops until `stop` is set: after a full batch it goes on at once, otherwise it sleeps
-  `Pace.idle_s` (or until notified); on an error it logs (`_log_retry`), backs off (0.1 s doubling up to
-  `max_backoff`) and retries. It raises only what `_fatal` says must stop it.
+- `run(stop)` loops until `stop` is set: after a full batch it goes on at once, otherwise it
+  sleeps `Pace.idle_s` (or until notified); on an error it logs (`_log_retry`), backs off (0.1 s
+  doubling up to `Pace.max_backoff`) and retries. It raises only what `_fatal` says must stop it.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from streams.topics import TopicRegistry
 
 
 class RelayDeliveryError(MemstreamError):
-    """The broker did not confirm every message of a batch; the cursor was not advanced.
+    """The broker did not confirm every record of a batch; the source (cursor, rows) did not advance.
 
     `topic_missing` is True when the cause is that the topic does not exist on the broker.
     """
@@ -57,7 +57,7 @@ class RelayDeliveryError(MemstreamError):
 
 
 class RelayAborted(MemstreamError):
-    """The relay was stopped while a batch was unconfirmed; the cursor was not advanced."""
+    """The relay was stopped while a batch was unconfirmed; the source did not advance."""
 
     code = "relay_aborted"
 
@@ -65,7 +65,7 @@ class RelayAborted(MemstreamError):
 @dataclass(frozen=True)
 class Pace:
     """How a relay publishes: up to `batch_size` records a round; after a short round it sleeps
-    `Pace.idle_s` (or until notified); after a failure it backs off up to `max_backoff` seconds; a
+    `idle_s` (or until notified); after a failure it backs off up to `max_backoff` seconds; a
     batch unconfirmed for `stall_warning_s` is logged (and again every `stall_warning_s`)."""
 
     batch_size: int
