@@ -77,6 +77,7 @@ from sinks.embeddings.bm25 import Bm25Sparse
 from sinks.embeddings.minilm import OfflineMiniLM
 from sinks.postgres.memory import PostgresMemoryStore
 from sinks.postgres.migrations import migrate
+from sinks.postgres.outbox import PostgresEntriesOutbox
 from sinks.postgres.pool import create_pool
 from sinks.qdrant.edge import QdrantEdgeIndex
 from sinks.qdrant.layout import point_id
@@ -538,7 +539,7 @@ class Pipeline:
     def __init__(self, b: Bench, settings: Settings) -> None:
         self.b = b
         self.settings = settings
-        self.relay = EntriesOutboxRelay(b.pool, settings)
+        self.relay = EntriesOutboxRelay(PostgresEntriesOutbox(b.pool), settings)
         self.stop = asyncio.Event()
         self.relay_stop = asyncio.Event()
         self.started = asyncio.Event()

@@ -56,6 +56,19 @@ class PostgresUnavailable(MemstreamError):
         self.retry_after_s = retry_after_s
 
 
+class StoreUnavailable(MemstreamError):
+    """A store, broker or other resource cannot be used right now, and waiting cures it (connection
+    refused, timeout, a server answering 503, a lock held elsewhere); the records are fine.
+
+    The one outage signal: raised from a processor's batch (or from an error it was raised from),
+    the runtime retries it without limit and never dead-letters it
+    (`streams.runtime.outages.is_outage`). Subclasses name the store (`TranscriptUnavailable`,
+    `streams.runtime.errors.SinkUnavailable`, ...) and may keep codes of their own.
+    """
+
+    code = "store_unavailable"
+
+
 class JournalUnavailable(MemstreamError):
     """The journal cannot be read or written right now (storage error); the call did not succeed."""
 

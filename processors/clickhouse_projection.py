@@ -11,8 +11,8 @@ runtime commits the batch's offsets only after it returned. Idempotence: a row i
 (environment, account_id, thread_id, offset) and every read of the store is dedup-safe, so a
 redelivered or replayed batch never shows a message twice.
 
-ClickHouse unavailable (`TranscriptUnavailable`): `process` raises the runtime's
-`SinkUnavailable` from it, and the runtime waits the outage out (the same rows retried without
+ClickHouse unavailable (`TranscriptUnavailable`, a `core.errors.StoreUnavailable`): `process`
+raises it as it is, and the runtime waits the outage out (the same rows retried without
 limit, capped backoff, rate-limited warnings; nothing dead-lettered or skipped, offsets not
 committed) before the batch completes. Any other error goes to the runtime as it is (retried, then
 the record that still fails alone is dead-lettered).
@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from core.journal.models import Message
 from core.stores.transcripts import TranscriptRow, TranscriptStore, TranscriptUnavailable
 from streams.events import InvalidEvent, decode_message
-from streams.runtime.errors import SinkUnavailable
 from streams.runtime.processor import InvalidMessage, Processor, Record
 
 NAME = "clickhouse-projection"
@@ -122,20 +121,14 @@ class ClickHouseProjection(Processor):
         rebuild (`table`) runs in a consumer group of its own: no scope."""
         if self.table is not None:
             return None
-        try:
-            return f"clickhouse:{await self.store.instance_id()}"
-        except TranscriptUnavailable as exc:
-            raise SinkUnavailable(f"ClickHouse unavailable: {exc}") from exc
+        return f"clickhouse:{await self.store.instance_id()}"
 
     async def process(self, batch: Sequence[Record]) -> None:
         projected = self.rows(batch)
         if not projected:
             return
-        try:
-            await self._ensure_schema()
-            await self.store.insert(projected, table=self.table)
-        except TranscriptUnavailable as exc:
-            raise SinkUnavailable(f"ClickHouse unavailable, {len(projected)} rows waiting: {exc}") from exc
+        await self._ensure_schema()
+        await self.store.insert(projected, table=self.table)
 
     async def stop(self) -> None:
         if self.close_store:

@@ -17,14 +17,14 @@ Replaying the topic from the beginning into an empty index rebuilds exactly the 
 point is a function of the entry's last record only.
 
 Qdrant unavailable (an `IndexUnavailable` or `EmbeddingError` caused by a connection-class error,
-or a server answering 429/502/503/504: `streams.runtime.outages.is_outage`): `process` raises the
-runtime's `SinkUnavailable` from it and the runtime waits the outage out (retried without limit,
+or a server answering 429/502/503/504): `process` raises it as it is; the runtime sees the outage
+in its cause (`streams.runtime.outages.is_outage`) and waits it out (retried without limit,
 nothing dead-lettered, offsets not committed). Other errors of the index (e.g. the embedded Edge
-engine refusing a point) go to the runtime as they are (retried, then the record that still fails
-alone is dead-lettered).
+engine refusing a point, or the index closed) go to the runtime as they are (retried, then the
+record that still fails alone is dead-lettered).
 
 After a batch is applied, the live projection (as `memstream.wiring.processors` builds it) notes
-the batch's `outbox_seq` headers as applied (`streams.relays.memory_entries.AppliedOutbox`), so
+the batch's `outbox_seq` headers as applied (`core.stores.outbox.AppliedOutbox`), so
 that what the broker loses before the projection applied it is published again from Postgres
 (`EntriesOutboxRelay.republish_unapplied`).
 That note is best effort: when Postgres cannot take it, a warning is logged and the batch still
@@ -42,11 +42,10 @@ from pydantic import ValidationError
 
 from core.embeddings.base import Embedder, SparseEncoder
 from core.memory.models import EntryEvent, MemoryEntry, parse_entry_key
+from core.stores.outbox import AppliedOutbox
 from core.stores.vectors import CollectionRef, IndexPoint, VectorIndex
 from sinks.embeddings.bm25 import Bm25Sparse
-from streams.relays.memory_entries import AppliedOutbox, outbox_seqs
-from streams.runtime.errors import SinkUnavailable
-from streams.runtime.outages import is_outage
+from streams.relays.memory_entries import outbox_seqs
 from streams.runtime.processor import InvalidMessage, Processor, Record
 
 NAME = "qdrant-projection"
@@ -195,14 +194,7 @@ class QdrantProjection(Processor):
     async def process(self, batch: Sequence[Record]) -> None:
         result = self.plan(batch)
         if not result.empty:
-            try:
-                await self.sink.write(result)
-            except Exception as exc:
-                if is_outage(exc) and not isinstance(exc, SinkUnavailable):
-                    raise SinkUnavailable(
-                        f"the vector index is unavailable: {type(exc).__name__}: {exc}"
-                    ) from exc
-                raise
+            await self.sink.write(result)
         if self.applied is not None:
             try:
                 await self.applied.record(outbox_seqs([record.headers for record in batch]))

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
+from core.errors import StoreUnavailable
+
 Role = Literal["system", "user", "assistant", "tool"]
 ToolCallPart = Literal["arguments", "result"]
 
@@ -105,8 +107,11 @@ class ThreadCount:
     max_offset: int
 
 
-class TranscriptUnavailable(Exception):
-    """The store cannot be reached or written right now (transient: retry later)."""
+class TranscriptUnavailable(StoreUnavailable):
+    """The store cannot be reached or written right now (transient: retry later; an outage to the
+    processor runtime)."""
+
+    code = "transcript_unavailable"
 
 
 class TranscriptStore(Protocol):

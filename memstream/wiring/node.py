@@ -38,6 +38,7 @@ from memstream.wiring.api import build_api_deps, build_memory_deps
 from memstream.wiring.processors import build_recovery, consumers_of, create_processor, processor_names
 from processors.compaction_recovery import CompactionRecovery
 from sinks.objectstore.health import ObjectStoreProbe
+from sinks.postgres.outbox import PostgresEntriesOutbox
 from sinks.postgres.progress import PostgresProgress
 from sinks.redis.summary_cache import RedisSummaryCache
 from sinks.slatedb.journal import SlateJournal
@@ -119,7 +120,7 @@ async def build_node(
     progress = PostgresProgress(pool)
     relay = Relay(journal, settings, on_topic_missing=topic_missing, bounds_store=progress)
     journal.add_append_listener(relay.notify)  # wake the relay after every durable append
-    entries_relay = EntriesOutboxRelay(pool, settings)
+    entries_relay = EntriesOutboxRelay(PostgresEntriesOutbox(pool), settings)
     journal_groups = [group_id(name, settings) for name in consumers_of(JOURNAL_TOPIC)]
     journal_guard = JournalTopicGuard(journal, relay, progress, journal_groups)
     topic_sync = TopicSync(

@@ -71,12 +71,14 @@ def build_qdrant_projection(settings: Settings, engines: Engines | None = None) 
     notes applied outbox records on the node's pool, or on its own pool to `settings.postgres`."""
     from processors.qdrant_projection import QdrantProjection
     from sinks.embeddings.factory import build_embedder
+    from sinks.postgres.outbox import PostgresAppliedOutbox
     from sinks.qdrant.factory import build_index
-    from streams.relays.memory_entries import AppliedOutbox
 
     if engines is not None:
         applied = (
-            AppliedOutbox(engines.pool) if engines.pool is not None else AppliedOutbox(dsn=settings.postgres)
+            PostgresAppliedOutbox(engines.pool)
+            if engines.pool is not None
+            else PostgresAppliedOutbox(dsn=settings.postgres)
         )
         return QdrantProjection(
             engines.index(), engines.embedder(), engines.sparse(), close_index=False, applied=applied
@@ -84,7 +86,7 @@ def build_qdrant_projection(settings: Settings, engines: Engines | None = None) 
     return QdrantProjection(
         build_index(settings),
         build_embedder(settings.embedding_model),
-        applied=AppliedOutbox(dsn=settings.postgres),
+        applied=PostgresAppliedOutbox(dsn=settings.postgres),
     )
 
 

@@ -27,8 +27,8 @@ Contract:
 - `run(stop)` loops until `stop` is set: on a delivery or journal error it logs, backs off
   (exponentially up to `max_backoff`) and retries from the cursor; it only gives up when the
   journal is fenced (another writer owns it, and that writer runs its own relay).
-- confluent-kafka calls are synchronous: producing and waiting for delivery run in a worker
-  thread, so the event loop is never blocked.
+- The loop, the producer's lifecycle and the publish-and-confirm step are `streams.relays.base`'s
+  (`RelayLoop`): confluent-kafka calls run in a worker thread, the event loop is never blocked.
 
 Logs: `memstream.relay` (what the relay does and why it retries; an unreachable broker is logged
 at most every 30 s, an unconfirmed batch every `stall_warning_s`), `memstream.relay.kafka`
@@ -38,9 +38,7 @@ at most every 30 s, an unconfirmed batch every `stall_warning_s`), `memstream.re
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,22 +47,25 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from core.config import Settings
-from core.errors import JournalFenced, MemstreamError
-from core.journal.models import Message
-from core.sequencing import PartitionBounds, Stamp
+from core.errors import JournalFenced
+from core.sequencing import PartitionBounds
 from core.stores.journal import Journal
 from core.stores.progress import BoundsStore
 from streams.events import encode_message
-from streams.producer import (
-    DeliveryAborted,
-    OutgoingRecord,
-    ProduceRejected,
-    discard_producer,
-    make_producer,
-    produce_and_confirm,
-)
+from streams.producer import DeliveryFailure, OutgoingRecord
+from streams.relays.base import Abort, Pace, RelayAborted, RelayDeliveryError, RelayLoop, RelayStats
 from streams.sequencing import stamp_headers
 from streams.topics import TopicRegistry, topic_name
+
+__all__ = [
+    "DEFAULT_CURSOR",
+    "JOURNAL_TOPIC",
+    "Relay",
+    "RelayAborted",
+    "RelayDeliveryError",
+    "RelayLag",
+    "RelayStats",
+]
 
 log = logging.getLogger("memstream.relay")
 kafka_log = logging.getLogger("memstream.relay.kafka")  # librdkafka's own log lines
@@ -76,25 +77,6 @@ _MISSING_TOPIC = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, K
 
 JOURNAL_TOPIC = "journal.messages"
 DEFAULT_CURSOR = "relay.journal.messages"
-
-
-class RelayDeliveryError(MemstreamError):
-    """The broker did not confirm every message of a batch; the cursor was not advanced.
-
-    `topic_missing` is True when the cause is that the topic does not exist on the broker.
-    """
-
-    code = "relay_delivery_failed"
-
-    def __init__(self, message: str, *, topic_missing: bool = False) -> None:
-        super().__init__(message)
-        self.topic_missing = topic_missing
-
-
-class RelayAborted(MemstreamError):
-    """The relay was stopped while a batch was unconfirmed; the cursor was not advanced."""
-
-    code = "relay_aborted"
 
 
 @dataclass(frozen=True)
@@ -110,18 +92,7 @@ class RelayLag:
         return max(0, self.last_seq - self.cursor)
 
 
-@dataclass
-class RelayStats:
-    """Counters since this `Relay` was created (published counts include republished ones)."""
-
-    published: int = 0
-    batches: int = 0
-    failures: int = 0
-    rewinds: int = 0
-    last_error: str | None = None
-
-
-class Relay:
+class Relay(RelayLoop):
     """Publishes the journal to `journal.messages`; see the module contract."""
 
     def __init__(
@@ -144,31 +115,32 @@ class Relay:
         e.g. to apply topics.yaml and republish what the broker lost after the memory-only embedded
         broker restarted. `bounds_store` keeps the relay's partition bounds (module doc).
         """
-        if batch_size < 1:
-            raise ValueError("batch_size must be >= 1")
+        super().__init__(
+            settings,
+            topic_name(settings, JOURNAL_TOPIC, registry=registry),
+            Pace(batch_size, idle_sleep, max_backoff, stall_warning_s),
+            client_id=f"memstream-{cursor_name}",
+            registry=registry,
+            producer_overrides=producer_overrides,
+            name=f"relay {cursor_name}",
+            noun="messages",
+            log=log,
+            kafka_log=kafka_log,
+            stall_message="relay %s: %d of %d messages (seq %d..%d) not yet confirmed by %s after "
+            "%.0fs; still waiting (is the broker up?)",
+            log_args=(cursor_name,),
+            error_cb=self._on_client_error,
+        )
         self.journal = journal
-        self.settings = settings
         self.cursor_name = cursor_name
-        self.batch_size = batch_size
         self.idle_sleep = idle_sleep
-        self.max_backoff = max_backoff
-        self.stall_warning_s = stall_warning_s
-        self.topic = topic_name(settings, JOURNAL_TOPIC, registry=registry)
-        self.stats = RelayStats()
-        self._registry = registry
-        self._overrides = dict(producer_overrides or {})
         self._on_topic_missing = on_topic_missing
         self._bounds_store = bounds_store
         self._partitions: int | None = None  # of the topic, read from the broker with each new producer
         self._bounds: PartitionBounds | None = None  # of the current pass
         self._bounds_failed_at = -UNREACHABLE_LOG_INTERVAL_S
-        self._producer: Producer | None = None
-        self._producer_broken = threading.Event()  # fatal error or interrupt(): use a new producer
-        self._closing = False
         self._unreachable_logged_at = -UNREACHABLE_LOG_INTERVAL_S
         self._cursor: int | None = None
-        self._lock = asyncio.Lock()
-        self._wake = asyncio.Event()
 
     # ---- status ----------------------------------------------------------------------------------
 
@@ -183,7 +155,7 @@ class Relay:
 
     def notify(self) -> None:
         """Tell a running relay that new messages were appended (skips the rest of its idle sleep)."""
-        self._wake.set()
+        super().notify()
 
     # ---- publishing --------------------------------------------------------------------------------
 
@@ -194,45 +166,25 @@ class Relay:
         """
         return await self._round(None)
 
-    async def _round(self, stop: asyncio.Event | None) -> int:
-        cancelled = threading.Event()
-
-        def aborted() -> str | None:
-            if cancelled.is_set():
-                return "cancelled"
-            if stop is not None and stop.is_set():
-                return "stopped"
-            if self._closing:
-                return "closed"
-            if self._producer_broken.is_set():
-                return "producer must be replaced"
-            return None
-
-        async with self._lock:
-            cursor = await self.cursor()
-            batch = await self.journal.read_from_seq(cursor, self.batch_size)
-            if not batch:
-                return 0
-            producer = self._ensure_producer()
-            try:
-                bounds = await self._pass_bounds(producer, cursor, aborted)
-                stamps, after = bounds.stamp([(m.seq, m.thread_id.encode("utf-8")) for m in batch])
-                await asyncio.to_thread(self._publish, producer, batch, stamps, aborted)
-            except asyncio.CancelledError:
-                cancelled.set()  # the worker thread stops waiting within 0.2 s
-                self._drop_producer()
-                raise
-            except MemstreamError:
-                self._drop_producer()  # a fresh producer (new producer id) for the retry
-                raise
-            last = batch[-1].seq
-            await self._save_bounds(after)
-            await self.journal.set_cursor(self.cursor_name, last)
-            self._cursor = last
-            self._bounds = after
-            self.stats.published += len(batch)
-            self.stats.batches += 1
-            return len(batch)
+    async def _round_locked(self, abort: Abort) -> int:
+        cursor = await self.cursor()
+        batch = await self.journal.read_from_seq(cursor, self.batch_size)
+        if not batch:
+            return 0
+        async with self._producing(abort) as producer:
+            bounds = await self._pass_bounds(producer, cursor, abort)
+            stamps, after = bounds.stamp([(m.seq, m.thread_id.encode("utf-8")) for m in batch])
+            records = [
+                OutgoingRecord(event.key, event.value, [*event.headers, *stamp_headers(stamp)], partition)
+                for event, (partition, stamp) in zip(map(encode_message, batch), stamps, strict=True)
+            ]
+            await asyncio.to_thread(self._publish, producer, records, [m.seq for m in batch], abort)
+        last = batch[-1].seq
+        await self._save_bounds(after)
+        await self.journal.set_cursor(self.cursor_name, last)
+        self._cursor = last
+        self._bounds = after
+        return len(batch)
 
     async def rewind(self, to_seq: int = 0) -> None:
         """Move the durable cursor back to `to_seq`: every message after it is published again (a
@@ -257,63 +209,72 @@ class Relay:
         producer id, fresh metadata and partition count). An idempotent producer can wait forever
         for a partition that was recreated, and that round must not keep the relay's lock from the
         rewind that refills the new topic."""
-        self._producer_broken.set()
+        super().interrupt()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Publish until `stop` is set (see the module contract). Raises only `JournalFenced`."""
-        watcher = asyncio.create_task(self._wake_on(stop))
-        backoff = 0.1
-        try:
-            while not stop.is_set():
-                try:
-                    count = await self._round(stop)
-                except JournalFenced:
-                    log.error("relay %s stops: the journal is fenced by another writer", self.cursor_name)
-                    raise
-                except Exception as exc:
-                    if stop.is_set():
-                        break
-                    self.stats.failures += 1
-                    self.stats.last_error = f"{type(exc).__name__}: {exc}"
-                    log.warning(
-                        "relay %s: publishing to %s on %s failed (%s); nothing was skipped, retrying from "
-                        "seq %s in %.1fs",
-                        self.cursor_name,
-                        self.topic,
-                        self.settings.broker_bootstrap,
-                        self.stats.last_error,
-                        self._cursor,
-                        backoff,
-                    )
-                    if isinstance(exc, RelayDeliveryError) and exc.topic_missing and self._on_topic_missing:
-                        await self._call_topic_missing_hook()
-                    await self._sleep(stop, backoff)
-                    backoff = min(backoff * 2, self.max_backoff)
-                    continue
-                backoff = 0.1
-                if count < self.batch_size:
-                    await self._sleep(stop, self.idle_sleep)
-        finally:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
-            self._drop_producer()
+        await super().run(stop)
 
     async def close(self) -> None:
         """Release the producer. Unconfirmed messages are not lost: the cursor never passed them."""
-        self._closing = True
-        try:
-            async with self._lock:
-                self._drop_producer()
-        finally:
-            self._closing = False
+        await super().close()
         self._unreachable_logged_at = -UNREACHABLE_LOG_INTERVAL_S
 
-    # ---- internals -----------------------------------------------------------------------------
+    # ---- the loop's hooks ------------------------------------------------------------------------
 
-    async def _pass_bounds(
-        self, producer: Producer, cursor: int, aborted: Callable[[], str | None]
-    ) -> PartitionBounds:
+    def _fatal(self, exc: Exception) -> bool:
+        if isinstance(exc, JournalFenced):
+            log.error("relay %s stops: the journal is fenced by another writer", self.cursor_name)
+            return True
+        return False
+
+    def _log_retry(self, backoff: float) -> None:
+        log.warning(
+            "relay %s: publishing to %s on %s failed (%s); nothing was skipped, retrying from "
+            "seq %s in %.1fs",
+            self.cursor_name,
+            self.topic,
+            self.settings.broker_bootstrap,
+            self.stats.last_error,
+            self._cursor,
+            backoff,
+        )
+
+    async def _before_round(self) -> None:
+        return None
+
+    async def _after_run(self) -> None:
+        return None
+
+    async def _after_failure(self, exc: Exception) -> None:
+        if not (isinstance(exc, RelayDeliveryError) and exc.topic_missing and self._on_topic_missing):
+            return
+        try:
+            await self._on_topic_missing()
+        except Exception:
+            log.exception("relay %s: the on_topic_missing hook failed; retrying anyway", self.cursor_name)
+
+    def _describe(self, seq: int, record: OutgoingRecord) -> str:
+        return f"message seq {seq} ({len(record.value or b'')} bytes)"
+
+    def _undelivered(
+        self, failures: Sequence[DeliveryFailure], total: int, first: int, last: int
+    ) -> RelayDeliveryError:
+        err, key = failures[0].error, failures[0].key
+        hint = ""
+        missing = err.code() in _MISSING_TOPIC
+        if missing:
+            hint = " (the topic is missing or lost partitions: run `memstream topics apply`)"
+        elif err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+            hint = " (raise max.message.bytes in topics.yaml, then `memstream topics apply`)"
+        return RelayDeliveryError(
+            f"{len(failures)} of {total} messages (seq {first}..{last}) were "
+            f"not delivered to {self.topic}: {err.str()}{hint}; first failed key {key!r}",
+            topic_missing=missing,
+        )
+
+    # ---- internals -----------------------------------------------------------------------------
+    async def _pass_bounds(self, producer: Producer, cursor: int, aborted: Abort) -> PartitionBounds:
         """The bounds to stamp a batch after `cursor` with: the current pass's; else the stored ones
         when they were saved at exactly `cursor` (a restart); else a new pass starting at `cursor`."""
         if self._partitions is None:
@@ -339,7 +300,7 @@ class Relay:
             self._bounds = PartitionBounds.start(partitions, cursor)
         return self._bounds
 
-    def _partition_count(self, producer: Producer, aborted: Callable[[], str | None]) -> int:
+    def _partition_count(self, producer: Producer, aborted: Abort) -> int:
         """Worker thread: the topic's partition count from the broker's metadata, waiting (like a
         delivery) while the broker does not answer; `RelayAborted` when `aborted()` says so."""
         while True:
@@ -382,43 +343,9 @@ class Relay:
                     exc,
                 )
 
-    async def _call_topic_missing_hook(self) -> None:
-        assert self._on_topic_missing is not None
-        try:
-            await self._on_topic_missing()
-        except Exception:
-            log.exception("relay %s: the on_topic_missing hook failed; retrying anyway", self.cursor_name)
-
-    async def _wake_on(self, stop: asyncio.Event) -> None:
-        await stop.wait()
-        self._wake.set()
-
-    async def _sleep(self, stop: asyncio.Event, seconds: float) -> None:
-        if stop.is_set():
-            return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), seconds)
-        self._wake.clear()
-
-    def _ensure_producer(self) -> Producer:
-        if self._producer is None or self._producer_broken.is_set():
-            self._drop_producer()
-            self._producer_broken.clear()
-            overrides = {"error_cb": self._on_client_error, **self._overrides}
-            self._producer = make_producer(
-                self.settings,
-                client_id=f"memstream-{self.cursor_name}",
-                registry=self._registry,
-                overrides=overrides,
-                logger=kafka_log,
-            )
-        return self._producer
-
     def _drop_producer(self) -> None:
         self._partitions = None  # read again with the next producer (the topic may have been recreated)
-        producer, self._producer = self._producer, None
-        if producer is not None:
-            discard_producer(producer)
+        super()._drop_producer()
 
     def _on_client_error(self, err: KafkaError) -> None:
         if err.fatal():
@@ -434,66 +361,4 @@ class Relay:
                 self.cursor_name,
                 self.settings.broker_bootstrap,
                 err.str(),
-            )
-
-    def _publish(
-        self,
-        producer: Producer,
-        batch: Sequence[Message],
-        stamps: Sequence[tuple[int, Stamp]],
-        aborted: Callable[[], str | None],
-    ) -> None:
-        """Worker thread: produce `batch` (to the stamped partitions), then wait until every message
-        is confirmed."""
-        events = [encode_message(message) for message in batch]
-        records = [
-            OutgoingRecord(event.key, event.value, [*event.headers, *stamp_headers(stamp)], partition)
-            for event, (partition, stamp) in zip(events, stamps, strict=True)
-        ]
-        first, last = batch[0].seq, batch[-1].seq
-
-        def stalled(pending: int, waited_s: float) -> None:
-            log.warning(
-                "relay %s: %d of %d messages (seq %d..%d) not yet confirmed by %s after %.0fs; still "
-                "waiting (is the broker up?)",
-                self.cursor_name,
-                pending,
-                len(batch),
-                first,
-                last,
-                self.settings.broker_bootstrap,
-                waited_s,
-            )
-
-        try:
-            failures = produce_and_confirm(
-                producer,
-                self.topic,
-                records,
-                aborted=aborted,
-                stall_warning_s=self.stall_warning_s,
-                on_stall=stalled,
-            )
-        except ProduceRejected as exc:
-            raise RelayDeliveryError(
-                f"message seq {batch[exc.index].seq} ({len(events[exc.index].value)} bytes) cannot be "
-                f"produced to {self.topic}: {exc.cause}"
-            ) from None
-        except DeliveryAborted as exc:
-            raise RelayAborted(
-                f"relay {self.cursor_name} {exc.reason} with {exc.pending} of {len(batch)} messages "
-                f"(seq {first}..{last}) unconfirmed; they will be published again"
-            ) from None
-        if failures:
-            err, key = failures[0].error, failures[0].key
-            hint = ""
-            missing = err.code() in _MISSING_TOPIC
-            if missing:
-                hint = " (the topic is missing or lost partitions: run `memstream topics apply`)"
-            elif err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
-                hint = " (raise max.message.bytes in topics.yaml, then `memstream topics apply`)"
-            raise RelayDeliveryError(
-                f"{len(failures)} of {len(batch)} messages (seq {first}..{last}) were "
-                f"not delivered to {self.topic}: {err.str()}{hint}; first failed key {key!r}",
-                topic_missing=missing,
             )

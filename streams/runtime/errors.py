@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.errors import MemstreamError
+from core.errors import MemstreamError, StoreUnavailable
 
 
 class ProcessorCrashed(MemstreamError):
@@ -21,15 +21,17 @@ class ProcessorCrashed(MemstreamError):
         self.processor = processor
 
 
-class SinkUnavailable(MemstreamError):
+class SinkUnavailable(StoreUnavailable):
     """A store, broker or other resource the processor needs cannot be used right now, and waiting
-    cures it (connection refused, timeout, a server answering 503, a lock held elsewhere).
+    cures it (connection refused, timeout, a server answering 503, a lock held elsewhere): the
+    processors' `core.errors.StoreUnavailable`.
 
     Raise it (`raise SinkUnavailable("ClickHouse insert failed: ...") from exc`) from `process` when
     the failure is about the resource, not about the records: the runtime retries the batch without
-    limit (capped backoff, rate-limited warnings) and never dead-letters or skips for it. Errors of
-    the same nature that libraries raise (ConnectionError, TimeoutError, asyncpg and redis connection
-    errors, ...) are recognised without it: `streams.runtime.outages.is_outage`.
+    limit (capped backoff, rate-limited warnings) and never dead-letters or skips for it. A store
+    adapter's own `StoreUnavailable` (e.g. `TranscriptUnavailable`) needs no wrapping, and errors
+    of the same nature that libraries raise (ConnectionError, TimeoutError, asyncpg and redis
+    connection errors, ...) are recognised without it: `streams.runtime.outages.is_outage`.
     """
 
     code = "sink_unavailable"

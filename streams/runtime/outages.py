@@ -7,8 +7,8 @@ the record that still fails alone is dead-lettered).
 
 `is_outage(exc)` is True when `exc`, or an exception it was raised from (`__cause__`, or the
 implicit `__context__` unless suppressed), is one of:
-- `SinkUnavailable` (the runtime's own type, raised by processors about their stores) and its
-  subclasses (`DeadLetterUnavailable`, ...); `core.errors.JournalUnavailable` and
+- `core.errors.StoreUnavailable` and its subclasses (the runtime's own `SinkUnavailable`,
+  `DeadLetterUnavailable`, the stores' `TranscriptUnavailable`, ...); `core.errors.JournalUnavailable` and
   `JournalFenced` (the node's journal: a processor never dead-letters a record because the
   journal cannot be read - a fenced node is stopped by its owner);
 - `ConnectionError` and `TimeoutError` (builtins), an `OSError` whose errno says the network or
@@ -30,13 +30,12 @@ import errno
 
 from confluent_kafka import KafkaError, KafkaException
 
-from core.errors import JournalFenced, JournalUnavailable, error_chain
+from core.errors import JournalFenced, JournalUnavailable, StoreUnavailable, error_chain
 from sinks.postgres.errors import unavailable_itself as postgres_unavailable
 from streams.producer import DeliveryAborted
-from streams.runtime.errors import SinkUnavailable
 
 OUTAGE_TYPES: tuple[type[BaseException], ...] = (
-    SinkUnavailable,
+    StoreUnavailable,
     JournalUnavailable,
     JournalFenced,
     DeliveryAborted,

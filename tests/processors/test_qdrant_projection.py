@@ -17,7 +17,6 @@ from processors.qdrant_projection import NAME, QdrantProjection, entry_payload, 
 from sinks.embeddings.bm25 import Bm25Sparse
 from sinks.embeddings.minilm import OfflineMiniLM
 from sinks.qdrant.edge import QdrantEdgeIndex
-from streams.runtime.errors import SinkUnavailable
 from streams.runtime.outages import is_outage
 from streams.runtime.processor import InvalidMessage
 from tests.fakes.outage import Outage
@@ -188,24 +187,26 @@ def failure(message: str, cause: Exception | None) -> IndexUnavailable:
         return exc
 
 
-async def test_a_server_outage_is_raised_as_sink_unavailable_for_the_runtime_to_wait_out(
+async def test_a_server_outage_is_raised_as_an_outage_for_the_runtime_to_wait_out(
     edge: QdrantEdgeIndex, embedder: OfflineMiniLM
 ) -> None:
     """Regression: a Qdrant server down for longer than the runtime's retries crashed the
-    projection (it had no outage handling). Now it raises the runtime's `SinkUnavailable`, which
-    the runtime retries without limit; an index error that is not an outage stays what it is."""
+    projection (it had no outage handling). The index's error, raised from a connection-class
+    error, is an outage (`is_outage` walks the cause), which the runtime retries without limit; an
+    index error that is not an outage stays what it is."""
     down = failure("qdrant http://qdrant:6333 (points)", httpx.ConnectError("connection refused"))
     switched = Outage(edge, methods={"upsert", "delete"}, error=down)
     projection = QdrantProjection(switched.proxy, embedder, Bm25Sparse(), clock=lambda: T0, close_index=False)
     tea = entry(1, "The user prefers green tea.")
-    with pytest.raises(SinkUnavailable, match="vector index is unavailable") as raised:
+    with pytest.raises(IndexUnavailable, match="qdrant http://qdrant:6333") as raised:
         await projection.process([upsert(tea, 0)])
     assert is_outage(raised.value)
     switched.fail(
         failure("qdrant (points)", UnexpectedResponse(503, "Service Unavailable", b"", httpx.Headers()))
     )
-    with pytest.raises(SinkUnavailable):
+    with pytest.raises(IndexUnavailable) as raised:
         await projection.process([upsert(tea, 0)])
+    assert is_outage(raised.value)
     switched.fail(failure("qdrant edge: wrong vector size", ValueError("dimension 3 != 384")))
     with pytest.raises(IndexUnavailable) as other:
         await projection.process([upsert(tea, 0)])

@@ -31,13 +31,14 @@ from sinks.clickhouse.store import ClickHouseTranscriptStore
 from sinks.embeddings.bm25 import Bm25Sparse
 from sinks.embeddings.minilm import OfflineMiniLM
 from sinks.postgres.memory import PostgresMemoryStore
+from sinks.postgres.outbox import PostgresAppliedOutbox, PostgresEntriesOutbox
 from sinks.postgres.progress import PostgresProgress
 from sinks.qdrant.edge import QdrantEdgeIndex
 from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.identity import fingerprint
 from streams.relays.journal import Relay
-from streams.relays.memory_entries import AppliedOutbox, EntriesOutboxRelay
+from streams.relays.memory_entries import EntriesOutboxRelay
 from streams.runtime import RuntimeOptions
 from streams.runtime.app import ProcessorRuntime
 from streams.runtime.processor import group_id
@@ -273,7 +274,7 @@ async def test_agent_memory_not_yet_projected_when_the_broker_lost_it_reaches_th
     and publishes what the projection had not applied; the index catches up by itself."""
     settings = settings_of(broker_of_test, tmp_path, topic_prefix)
     service = MemoryService(PostgresMemoryStore(pool), FakeClock())
-    relay = EntriesOutboxRelay(pool, settings)
+    relay = EntriesOutboxRelay(PostgresEntriesOutbox(pool), settings)
     sync = TopicSync(settings, [EntriesTopicGuard(pool, relay)], registry=REGISTRY)
     assert await sync.check(created=["memory.entries"]) == []
     for i in range(5):
@@ -283,7 +284,9 @@ async def test_agent_memory_not_yet_projected_when_the_broker_lost_it_reaches_th
     await relay.drain()
     index = QdrantEdgeIndex(tmp_path / "qdrant")
     ref = CollectionRef(environment="test", account_id="acme", model_id=embedder.model_id)
-    projection = QdrantProjection(index, embedder, sparse, close_index=False, applied=AppliedOutbox(pool))
+    projection = QdrantProjection(
+        index, embedder, sparse, close_index=False, applied=PostgresAppliedOutbox(pool)
+    )
 
     async def project_until(count: int) -> None:
         runtime = ProcessorRuntime(projection, settings, OPTIONS, registry=REGISTRY)

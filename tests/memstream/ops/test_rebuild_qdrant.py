@@ -22,6 +22,7 @@ from memstream.ops.progress import Progress
 from memstream.ops.rebuild import RebuildFailed, rebuild_qdrant
 from processors.qdrant_projection import QdrantProjection
 from sinks.postgres.memory import PostgresMemoryStore
+from sinks.postgres.outbox import PostgresEntriesOutbox
 from sinks.qdrant.edge import QdrantEdgeIndex
 from sinks.qdrant.generations import generation_of
 from streams.admin import apply_topics
@@ -100,7 +101,7 @@ async def published_and_projected(
     service, the relay (the caller closes it) and what the index holds."""
     service = MemoryService(PostgresMemoryStore(pool))
     await populate(service, n)
-    relay = EntriesOutboxRelay(pool, engines.settings)
+    relay = EntriesOutboxRelay(PostgresEntriesOutbox(pool), engines.settings)
     await relay.drain()
     want = await expected(pool)
     async with live_projection(engines):
@@ -140,7 +141,7 @@ async def test_rebuild_while_the_live_projection_keeps_writing_loses_nothing(
 ) -> None:
     service = MemoryService(PostgresMemoryStore(pool))
     await populate(service, 30)
-    relay = EntriesOutboxRelay(pool, engines.settings, poll_interval=0.1)
+    relay = EntriesOutboxRelay(PostgresEntriesOutbox(pool), engines.settings, poll_interval=0.1)
     stop = asyncio.Event()
     relaying = asyncio.create_task(relay.run(stop))
     async with live_projection(engines):

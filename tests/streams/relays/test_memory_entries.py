@@ -18,9 +18,10 @@ from core.memory.models import EntryEvent, entry_key
 from core.memory.service import MemoryService
 from sinks.postgres.memory import PostgresMemoryStore
 from sinks.postgres.migrations import migrate
+from sinks.postgres.outbox import RELAY_LOCK_KEY, PostgresAppliedOutbox, PostgresEntriesOutbox
 from sinks.postgres.pool import create_pool
 from streams.admin import apply_topics
-from streams.relays.memory_entries import RELAY_LOCK_KEY, AppliedOutbox, EntriesOutboxRelay, outbox_seqs
+from streams.relays.memory_entries import EntriesOutboxRelay, outbox_seqs
 from streams.topics import load_topics
 from tests.core.memory.helpers import FakeClock, outbox, scope
 from tests.memstream.own_broker import own_broker
@@ -119,7 +120,7 @@ async def test_every_committed_change_reaches_the_topic_in_order(
     service: MemoryService, pool: asyncpg.Pool, clock: FakeClock, relay_settings: Settings
 ) -> None:
     expected = await _changes(service, clock)
-    relay = EntriesOutboxRelay(pool, relay_settings, batch_size=3)
+    relay = EntriesOutboxRelay(PostgresEntriesOutbox(pool), relay_settings, batch_size=3)
     try:
         assert await relay.drain() == 11
     finally:
@@ -144,7 +145,7 @@ async def test_crash_before_delete_republishes(
            CREATE TRIGGER no_delete BEFORE DELETE ON memory_outbox
                FOR EACH ROW EXECUTE FUNCTION no_delete();"""
     )
-    relay = EntriesOutboxRelay(pool, relay_settings)
+    relay = EntriesOutboxRelay(PostgresEntriesOutbox(pool), relay_settings)
     try:
         with pytest.raises(asyncpg.RaiseError):
             await relay.run_once()
@@ -162,7 +163,7 @@ async def test_only_one_relay_publishes_at_a_time(
     service: MemoryService, pool: asyncpg.Pool, relay_settings: Settings
 ) -> None:
     await service.store(scope(), "a", "v1", "project_fact", scope_visibility="shared")
-    relay = EntriesOutboxRelay(pool, relay_settings)
+    relay = EntriesOutboxRelay(PostgresEntriesOutbox(pool), relay_settings)
     try:
         async with pool.acquire() as other, other.transaction():
             assert await other.fetchval("SELECT pg_try_advisory_xact_lock($1)", RELAY_LOCK_KEY)
@@ -176,7 +177,7 @@ async def test_only_one_relay_publishes_at_a_time(
 async def test_run_is_woken_by_notify(
     service: MemoryService, pool: asyncpg.Pool, relay_settings: Settings
 ) -> None:
-    relay = EntriesOutboxRelay(pool, relay_settings, poll_interval=30.0)
+    relay = EntriesOutboxRelay(PostgresEntriesOutbox(pool), relay_settings, poll_interval=30.0)
     stop = asyncio.Event()
     task = asyncio.create_task(relay.run(stop))
     try:
@@ -196,7 +197,7 @@ async def test_run_retries_until_the_topic_exists(
     settings = Settings(data_dir=tmp_path / "data", broker_url=f"kafka://{broker}", topic_prefix=topic_prefix)
     await service.store(scope(), "a", "v1", "project_fact", scope_visibility="shared")
     relay = EntriesOutboxRelay(
-        pool,
+        PostgresEntriesOutbox(pool),
         settings,
         poll_interval=0.2,
         max_backoff=0.5,
@@ -222,7 +223,9 @@ async def test_run_rides_out_a_postgres_restart(relay_settings: Settings) -> Non
         pool = await create_pool(postgres.dsn, command_timeout=5)
         await migrate(pool)
         service = MemoryService(PostgresMemoryStore(pool), FakeClock())
-        relay = EntriesOutboxRelay(pool, relay_settings, poll_interval=0.2, max_backoff=0.5)
+        relay = EntriesOutboxRelay(
+            PostgresEntriesOutbox(pool), relay_settings, poll_interval=0.2, max_backoff=0.5
+        )
         stop = asyncio.Event()
         task = asyncio.create_task(relay.run(stop))
         try:
@@ -265,8 +268,8 @@ async def test_confirmed_rows_wait_until_the_projection_applied_them(
 ) -> None:
     for key in ("a", "b", "c"):
         await service.store(scope(), key, f"{key} v1", "project_fact", scope_visibility="shared")
-    relay = EntriesOutboxRelay(pool, relay_settings)
-    applied = AppliedOutbox(pool)
+    relay = EntriesOutboxRelay(PostgresEntriesOutbox(pool), relay_settings)
+    applied = PostgresAppliedOutbox(pool)
     await applied.start()
     try:
         assert await relay.drain() == 3
@@ -290,11 +293,11 @@ async def test_rows_not_applied_go_back_into_the_outbox_after_a_broker_loss(
 ) -> None:
     for key in ("a", "b", "c"):
         await service.store(scope(), key, f"{key} v1", "project_fact", scope_visibility="shared")
-    relay = EntriesOutboxRelay(pool, relay_settings)
+    relay = EntriesOutboxRelay(PostgresEntriesOutbox(pool), relay_settings)
     try:
         await relay.drain()
         seqs = await published(pool)
-        await AppliedOutbox(pool).record(seqs[:1])
+        await PostgresAppliedOutbox(pool).record(seqs[:1])
         await service.store(
             scope(), "d", "d v1", "project_fact", scope_visibility="shared"
         )  # not published yet
@@ -320,7 +323,7 @@ async def test_interrupt_frees_a_round_stuck_on_a_recreated_topic(
         apply_topics(settings, REGISTRY)
         for i in range(12):
             await service.store(scope(), f"k.{i}", f"v {i}", "project_fact", scope_visibility="shared")
-        relay = EntriesOutboxRelay(pool, settings, poll_interval=0.1, max_backoff=0.2)
+        relay = EntriesOutboxRelay(PostgresEntriesOutbox(pool), settings, poll_interval=0.1, max_backoff=0.2)
         try:
             await relay.drain()
             broker.restart()

@@ -11,7 +11,7 @@ import redis.exceptions
 from confluent_kafka import KafkaError, KafkaException
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from core.errors import JournalFenced, JournalUnavailable
+from core.errors import JournalFenced, JournalUnavailable, StoreUnavailable
 from core.errors import error_chain as chain
 from core.stores.transcripts import TranscriptUnavailable
 from core.stores.vectors import IndexUnavailable
@@ -44,7 +44,9 @@ def raised_while(error: BaseException, handling: BaseException) -> BaseException
 @pytest.mark.parametrize(
     "error",
     [
+        StoreUnavailable("a store is down"),
         SinkUnavailable("ClickHouse down"),
+        TranscriptUnavailable("ClickHouse insert failed: the store says so, no cause needed"),
         DeadLetterUnavailable("dlq not acknowledged"),
         RequestNotDelivered("compaction requests not confirmed"),
         FlushNotDelivered("flushed records not confirmed"),
@@ -91,7 +93,6 @@ def test_outages(error: BaseException) -> None:
         raised_from(SummaryUnavailable("cannot read summary objects of .../t\n"), ValueError("bad path")),
         RuntimeError("Code: 62. Syntax error"),
         KeyError("thread_id"),
-        TranscriptUnavailable("no cause given: the processor decides"),
         IndexUnavailable("qdrant edge: vector dimension 3 != 384"),
         FileNotFoundError(errno.ENOENT, "no such file"),
         PermissionError(errno.EACCES, "permission denied"),
@@ -123,3 +124,16 @@ def test_chain_ends_on_a_cycle() -> None:
     first, second = ValueError("a"), ValueError("b")
     first.__cause__, second.__cause__ = second, first
     assert list(chain(first)) == [first, second]
+
+
+def test_every_store_unavailable_is_one_outage_signal() -> None:
+    """The runtime's and the stores' own "unavailable" errors are `StoreUnavailable`s; their codes
+    stay their own. `IndexUnavailable` is not one (Edge raises it for a closed index too)."""
+    for kind, code in (
+        (SinkUnavailable, "sink_unavailable"),
+        (DeadLetterUnavailable, "dead_letter_unavailable"),
+        (TranscriptUnavailable, "transcript_unavailable"),
+    ):
+        assert issubclass(kind, StoreUnavailable) and kind.code == code
+    assert StoreUnavailable.code == "store_unavailable"
+    assert not issubclass(IndexUnavailable, StoreUnavailable)
