@@ -52,6 +52,7 @@ from core.chat.base import ChatModel, ExtractedFact
 from core.config import Settings
 from core.errors import InvalidInput
 from core.journal.models import Message, ThreadRef
+from core.journal.reading import messages_between
 from core.memory.agents import AgentRef, AgentService
 from core.memory.models import Provenance
 from core.memory.pinned import MemoryScope
@@ -68,7 +69,6 @@ SOURCE_TOPIC = "compaction.requested"
 OUTPUT_TOPIC = "compaction.flushed"
 FLUSHED_SCHEMA_VERSION = 1
 
-JOURNAL_PAGE = 1000
 MODEL_TIMEOUT_S = 120.0
 """The extraction call is abandoned (status `failed`) after this long, whatever the provider's own
 timeouts and retries."""
@@ -327,12 +327,10 @@ class Flush(Processor):
         """The agent's messages of the thread with offsets `from_offset`..`to_offset`, in order."""
         if self.journal is None:
             raise NeedsNode("the flush processor needs the node's journal")
-        found: list[Message] = []
-        cursor = request.from_offset - 1
-        while cursor < request.to_offset:
-            page = await self.journal.after(request.thread, cursor, JOURNAL_PAGE)
-            if not page:
-                break
-            found.extend(m for m in page if m.offset <= request.to_offset and m.agent_id == request.agent_id)
-            cursor = page[-1].offset
-        return found
+        return await messages_between(
+            self.journal,
+            request.thread,
+            after=request.from_offset - 1,
+            up_to=request.to_offset,
+            agent_id=request.agent_id,
+        )

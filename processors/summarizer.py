@@ -53,6 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from core.chat.base import ChatModel, ModelError, ModelRequestRejected, ModelUnsupported
 from core.errors import JournalUnavailable, MemstreamError
 from core.journal.models import Id, Message, ThreadRef
+from core.journal.reading import messages_between
 from core.stores.journal import Journal
 from core.stores.thresholds import ThreadScope
 from core.summaries.models import (
@@ -84,7 +85,6 @@ LOCK_POLL_S = 0.1
 RETRY_DELAYS_S: tuple[float, ...] = (0.5, 2.0, 8.0)
 """Backoff between the attempts of one request (len + 1 attempts)."""
 MAX_CONFLICTS = 5
-JOURNAL_PAGE = 1000
 
 log = logging.getLogger("memstream.summarizer")
 
@@ -366,14 +366,13 @@ class Summarizer(Processor):
         journal = self.journal
         if journal is None:
             raise NeedsNodeJournal("the summarizer needs the node's journal")
-        cursor = current.last_message_offset if current is not None else -1
-        found: list[Message] = []
-        while cursor < request.to_offset:
-            page = await journal.after(request.thread, cursor, JOURNAL_PAGE)
-            if not page:
-                break
-            found.extend(m for m in page if m.offset <= request.to_offset and m.agent_id == request.agent_id)
-            cursor = page[-1].offset
+        found = await messages_between(
+            journal,
+            request.thread,
+            after=current.last_message_offset if current is not None else -1,
+            up_to=request.to_offset,
+            agent_id=request.agent_id,
+        )
         if not found or found[-1].offset != request.to_offset:
             raise RequestNotSatisfiable(
                 f"the journal holds no message of agent {request.agent_id!r} at offset {request.to_offset}"

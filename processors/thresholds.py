@@ -47,6 +47,7 @@ from typing import Any, Literal
 
 from core.config import Settings
 from core.journal.models import Message, ThreadRef
+from core.journal.reading import messages_between
 from core.stores.journal import Journal
 from core.stores.thresholds import Outcome, ThreadScope
 from core.summaries.models import SummaryWriter
@@ -69,7 +70,6 @@ TOKEN_LIMIT = 2_000
 MESSAGE_LIMIT = 50
 """...or this many messages, whichever comes first."""
 
-JOURNAL_PAGE = 1000
 
 log = logging.getLogger("memstream.thresholds")
 
@@ -293,15 +293,7 @@ class Thresholds(Processor):
         """The thread's journal messages with `after < offset <= up_to`, oldest first."""
         if self.journal is None:
             raise NeedsNodeJournal("the thresholds processor needs the node's journal")
-        found: list[Message] = []
-        cursor = after
-        while cursor < up_to:
-            page = await self.journal.after(thread, cursor, JOURNAL_PAGE)
-            if not page:
-                break
-            found.extend(m for m in page if m.offset <= up_to)
-            cursor = page[-1].offset
-        return found
+        return await messages_between(self.journal, thread, after=after, up_to=up_to)
 
     async def process(self, batch: Sequence[Record]) -> None:
         messages = [decode(record) for record in batch]  # all-or-nothing before any effect
