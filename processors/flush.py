@@ -1,7 +1,7 @@
 """`flush`: the pre-compaction flush. Before a thread is summarized, durable facts stated in the
 messages about to be compressed are saved to agent memory.
 
-Input: `compaction.requested`. Output: `compaction.flushed` (key thread_id; `flushed_payload`).
+Input: `compaction.requested`. Output: `compaction.flushed` (key thread_id; `flushed`).
 
 Per request:
 
@@ -40,18 +40,16 @@ done.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
 
 import asyncpg
 
 from core.chat.base import ChatModel, ExtractedFact
 from core.config import Settings
 from core.errors import InvalidInput
-from core.journal.models import Message, ThreadRef
+from core.journal.models import Message
 from core.journal.reading import messages_between
 from core.memory.agents import AgentRef, AgentService
 from core.memory.models import Provenance
@@ -59,15 +57,17 @@ from core.memory.pinned import MemoryScope
 from core.memory.service import MemoryService
 from core.stores.journal import Journal
 from processors.errors import NeedsNode
+from streams.codecs import compaction_flushed, compaction_requested
+from streams.codecs.compaction_flushed import CompactionFlushed, FlushOutcome, FlushStatus
+from streams.codecs.compaction_requested import CompactionRequest
 from streams.producer import BatchPublisher, OutgoingRecord, RecordsNotConfirmed
 from streams.runtime.errors import SinkUnavailable
-from streams.runtime.processor import InvalidMessage, Processor, Record
-from streams.topics import InvalidPayload, default_registry, topic_name
+from streams.runtime.processor import Processor, Record, decoding
+from streams.topics import topic_name
 
 NAME = "flush"
 SOURCE_TOPIC = "compaction.requested"
 OUTPUT_TOPIC = "compaction.flushed"
-FLUSHED_SCHEMA_VERSION = 1
 
 MODEL_TIMEOUT_S = 120.0
 """The extraction call is abandoned (status `failed`) after this long, whatever the provider's own
@@ -75,8 +75,6 @@ timeouts and retries."""
 ERROR_MAX_CHARS = 1000
 
 log = logging.getLogger("memstream.flush")
-
-Status = Literal["stored", "skipped_no_memory", "failed"]
 
 
 class FlushNotDelivered(SinkUnavailable):
@@ -86,76 +84,26 @@ class FlushNotDelivered(SinkUnavailable):
 
 
 @dataclass(frozen=True, slots=True)
-class Request:
-    """A decoded `compaction.requested` value; `payload` is the value itself (echoed in the output)."""
-
-    environment: str
-    account_id: str
-    agent_id: str
-    user_id: str | None
-    thread_id: str
-    from_offset: int
-    to_offset: int
-    payload: dict[str, Any]
-
-    @property
-    def thread(self) -> ThreadRef:
-        return ThreadRef(environment=self.environment, account_id=self.account_id, thread_id=self.thread_id)
-
-
-@dataclass(frozen=True, slots=True)
 class FlushResult:
     """What one request's flush did (the `flush` object of `compaction.flushed`)."""
 
-    status: Status
+    status: FlushStatus
     facts_stored: int = 0
     facts_rejected: int = 0
     error: str | None = None
 
-    def as_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "status": self.status,
-            "facts_stored": self.facts_stored,
-            "facts_rejected": self.facts_rejected,
-        }
-        if self.error is not None:
-            out["error"] = self.error
-        return out
-
-
-def decode(record: Record) -> Request:
-    """The request in `record`; InvalidMessage when it is not a valid `compaction.requested` value."""
-    if record.value is None:
-        raise InvalidMessage(record, f"{SOURCE_TOPIC} value is missing")
-    try:
-        payload = json.loads(record.value)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidMessage(record, f"{SOURCE_TOPIC} value is not JSON: {exc}") from exc
-    try:
-        default_registry().validate(SOURCE_TOPIC, payload)
-    except InvalidPayload as exc:
-        raise InvalidMessage(record, f"{SOURCE_TOPIC} value is invalid: {exc}") from exc
-    if payload["from_offset"] > payload["to_offset"]:
-        raise InvalidMessage(
-            record,
-            f"{SOURCE_TOPIC} value is invalid: from_offset {payload['from_offset']} is after "
-            f"to_offset {payload['to_offset']}",
+    def outcome(self) -> FlushOutcome:
+        return FlushOutcome(
+            status=self.status,
+            facts_stored=self.facts_stored,
+            facts_rejected=self.facts_rejected,
+            error=self.error,
         )
-    return Request(
-        environment=payload["environment"],
-        account_id=payload["account_id"],
-        agent_id=payload["agent_id"],
-        user_id=payload["user_id"],
-        thread_id=payload["thread_id"],
-        from_offset=payload["from_offset"],
-        to_offset=payload["to_offset"],
-        payload=payload,
-    )
 
 
-def flushed_payload(request: Request, result: FlushResult) -> dict[str, Any]:
-    """The `compaction.flushed` value for `request`."""
-    return {**request.payload, "flush": result.as_json()}
+def flushed(request: CompactionRequest, result: FlushResult) -> CompactionFlushed:
+    """The `compaction.flushed` value for `request`: its fields, unknown ones too, plus `flush`."""
+    return CompactionFlushed.of(request, result.outcome())
 
 
 def fact_owner(fact: ExtractedFact, messages: Sequence[Message], default: str | None) -> str | None:
@@ -238,22 +186,24 @@ class Flush(Processor):
             self.publisher.close()
 
     async def process(self, batch: Sequence[Record]) -> None:
-        requests = [decode(record) for record in batch]  # all-or-nothing before any effect
+        requests = []
+        for record in batch:  # all-or-nothing before any effect
+            with decoding(record):
+                requests.append(compaction_requested.decode(record.value))
         if not requests:
             return
         if self.publisher is None:
             raise RuntimeError("the flush processor was not started")
         out: list[OutgoingRecord] = []
         for request in requests:
-            result = await self.flush(request)
-            payload = flushed_payload(request, result)
-            out.append(OutgoingRecord(request.thread_id.encode("utf-8"), json.dumps(payload).encode("utf-8")))
+            event = compaction_flushed.encode(flushed(request, await self.flush(request)))
+            out.append(OutgoingRecord(event.key, event.value))
         try:
             await self.publisher.publish(out)
         except RecordsNotConfirmed as exc:
             raise FlushNotDelivered(f"compaction.flushed records not confirmed: {exc.message}") from exc
 
-    async def flush(self, request: Request) -> FlushResult:
+    async def flush(self, request: CompactionRequest) -> FlushResult:
         """Flush one request (module doc, steps 1-3). Never raises but for cancellation."""
         where = f"{request.environment}/{request.account_id}/{request.agent_id}/{request.thread_id}"
         try:
@@ -278,7 +228,7 @@ class Flush(Processor):
         )
         return result
 
-    async def _flush(self, request: Request) -> FlushResult:
+    async def _flush(self, request: CompactionRequest) -> FlushResult:
         if self._agents is None or self._memory is None or self.chat_model is None:
             raise RuntimeError("the flush processor was not started")
         agent = AgentRef(
@@ -304,7 +254,9 @@ class Flush(Processor):
                 stored += 1
         return FlushResult("stored", stored, rejected)
 
-    async def _store(self, request: Request, fact: ExtractedFact, messages: Sequence[Message]) -> None:
+    async def _store(
+        self, request: CompactionRequest, fact: ExtractedFact, messages: Sequence[Message]
+    ) -> None:
         assert self._memory is not None
         user = fact_owner(fact, messages, request.user_id)
         scope = MemoryScope(
@@ -323,7 +275,7 @@ class Flush(Processor):
             source=Provenance(thread_id=request.thread_id, message_ids=fact.message_ids),
         )
 
-    async def messages(self, request: Request) -> list[Message]:
+    async def messages(self, request: CompactionRequest) -> list[Message]:
         """The agent's messages of the thread with offsets `from_offset`..`to_offset`, in order."""
         if self.journal is None:
             raise NeedsNode("the flush processor needs the node's journal")

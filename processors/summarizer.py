@@ -48,14 +48,11 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
 from core.chat.base import ChatModel, ModelError, ModelRequestRejected, ModelUnsupported
 from core.errors import JournalUnavailable, MemstreamError
-from core.journal.models import Id, Message, ThreadRef
+from core.journal.models import Message
 from core.journal.reading import messages_between
 from core.stores.journal import Journal
-from core.stores.thresholds import ThreadScope
 from core.summaries.models import (
     Summary,
     SummaryStore,
@@ -68,8 +65,10 @@ from processors.errors import NeedsNodeJournal
 from sinks.postgres.compactions import PostgresCompactions
 from sinks.redis.locks import Lease, RedisLocks
 from sinks.redis.thresholds import ThresholdStore
+from streams.codecs import compaction_flushed
+from streams.codecs.compaction_flushed import CompactionFlushed
 from streams.runtime.errors import SinkUnavailable
-from streams.runtime.processor import InvalidMessage, Processor, Record
+from streams.runtime.processor import InvalidMessage, Processor, Record, decoding
 
 NAME = "summarizer"
 SOURCE_TOPIC = "compaction.flushed"
@@ -114,42 +113,9 @@ FINAL: tuple[type[Exception], ...] = (ModelRequestRejected, ModelUnsupported, Re
 """Failures retrying cannot fix: the request is dead-lettered at once."""
 
 
-class FlushedRequest(BaseModel):
-    """The fields of a `compaction.flushed` value the summarizer uses (others are ignored)."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    environment: str = Field(min_length=1)
-    account_id: Id
-    agent_id: Id
-    thread_id: Id
-    from_offset: int = Field(ge=0)
-    to_offset: int = Field(ge=0)
-
-    @property
-    def thread(self) -> ThreadRef:
-        return ThreadRef(environment=self.environment, account_id=self.account_id, thread_id=self.thread_id)
-
-    @property
-    def scope(self) -> ThreadScope:
-        return ThreadScope(self.environment, self.account_id, self.agent_id, self.thread_id)
-
-    def covered_by(self, summary: Summary | None) -> bool:
-        return summary is not None and summary.last_message_offset >= self.to_offset
-
-
-def decode(record: Record) -> FlushedRequest:
-    """The request in `record`; InvalidMessage when it is not one."""
-    if record.value is None:
-        raise InvalidMessage(record, f"{SOURCE_TOPIC} value is missing")
-    try:
-        request = FlushedRequest.model_validate_json(record.value)
-        request.thread  # noqa: B018  # validates the ids
-    except ValidationError as exc:
-        raise InvalidMessage(record, f"{SOURCE_TOPIC} value is invalid: {exc}") from exc
-    if request.from_offset > request.to_offset:
-        raise InvalidMessage(record, f"{SOURCE_TOPIC} value is invalid: from_offset > to_offset")
-    return request
+def covered(request: CompactionFlushed, summary: Summary | None) -> bool:
+    """Whether `summary` already covers the request (the request is then done)."""
+    return summary is not None and summary.last_message_offset >= request.to_offset
 
 
 def next_summary(
@@ -238,11 +204,14 @@ class Summarizer(Processor):
                 await result
 
     async def process(self, batch: Sequence[Record]) -> None:
-        requests = [(record, decode(record)) for record in batch]  # all-or-nothing before any effect
+        requests = []
+        for record in batch:  # all-or-nothing before any effect
+            with decoding(record):
+                requests.append((record, compaction_flushed.decode(record.value)))
         for record, request in requests:
             await self.handle(record, request)
 
-    async def handle(self, record: Record, request: FlushedRequest) -> Summary:
+    async def handle(self, record: Record, request: CompactionFlushed) -> Summary:
         """Summarize for one request (module doc); the summary covering it."""
         lease = await self._lock(request)
         if lease is None:  # another summarizer covered the request while we waited
@@ -294,7 +263,7 @@ class Summarizer(Processor):
             raise NeedsNodeJournal("the summarizer needs the node's Postgres pool")
         return self.ledger
 
-    async def _lock(self, request: FlushedRequest) -> Lease | None:
+    async def _lock(self, request: CompactionFlushed) -> Lease | None:
         """The thread's lock, or None when the request got covered while another holder worked."""
         name = summarization_lock_name(request.thread, request.agent_id)
         deadline = asyncio.get_running_loop().time() + self.lock_wait_s
@@ -302,13 +271,13 @@ class Summarizer(Processor):
             lease = await self.locks.acquire(name, self.lock_ttl_s)
             if lease is not None:
                 return lease
-            if request.covered_by(await self.summaries.current(request.thread, request.agent_id)):
+            if covered(request, await self.summaries.current(request.thread, request.agent_id)):
                 return None
             if asyncio.get_running_loop().time() >= deadline:
                 raise SummarizerBusy(f"another summarizer holds {name!r}")
             await asyncio.sleep(LOCK_POLL_S)
 
-    async def _with_retries(self, request: FlushedRequest) -> Summary:
+    async def _with_retries(self, request: CompactionFlushed) -> Summary:
         for delay in (*self.retry_delays, None):
             try:
                 return await self._summarize(request)
@@ -327,14 +296,14 @@ class Summarizer(Processor):
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
-    async def _summarize(self, request: FlushedRequest) -> Summary:
+    async def _summarize(self, request: CompactionFlushed) -> Summary:
         """One attempt: read, fold, write with the version check (re-checking after conflicts)."""
         model = self.chat_model
         if model is None:
             raise RuntimeError("the summarizer was not started")
         for _ in range(MAX_CONFLICTS):
             current = await self.summaries.current(request.thread, request.agent_id)
-            if current is not None and request.covered_by(current):
+            if current is not None and covered(request, current):
                 return current
             messages = await self._messages(request, current)
             draft = await model.summarize(current, messages, max_tokens=SUMMARY_MAX_TOKENS)
@@ -361,7 +330,7 @@ class Summarizer(Processor):
             return written
         raise SummaryWriteFailed(f"summary of {_describe(request)} kept changing ({MAX_CONFLICTS} conflicts)")
 
-    async def _messages(self, request: FlushedRequest, current: Summary | None) -> list[Message]:
+    async def _messages(self, request: CompactionFlushed, current: Summary | None) -> list[Message]:
         """The agent's messages after `current` up to `to_offset` (the last one is at `to_offset`)."""
         journal = self.journal
         if journal is None:
@@ -379,12 +348,12 @@ class Summarizer(Processor):
             )
         return found
 
-    async def _release_guard(self, request: FlushedRequest) -> None:
+    async def _release_guard(self, request: CompactionFlushed) -> None:
         """Release the thread's guard unless it belongs to a later crossing (module doc)."""
         await self.thresholds.release_guard(request.scope, up_to=request.to_offset)
 
 
-def _describe(request: FlushedRequest) -> str:
+def _describe(request: CompactionFlushed) -> str:
     return (
         f"{request.environment}/{request.account_id}/{request.agent_id}/{request.thread_id}"
         f"@{request.to_offset}"

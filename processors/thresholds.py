@@ -1,7 +1,7 @@
 """`thresholds`: counts each thread's messages and tokens since its last summary and requests a
 compaction when a thread crosses `TOKEN_LIMIT` tokens or `MESSAGE_LIMIT` messages.
 
-Input: `journal.messages`. Output: `compaction.requested` (key thread_id; `request_payload`).
+Input: `journal.messages`. Output: `compaction.requested` (key thread_id; `compaction_request`).
 
 Per message, in one Redis script (`sinks.redis.thresholds.ThresholdStore.count`): add it to the
 thread's counters when it is the next offset (a message already counted changes nothing, so
@@ -38,7 +38,6 @@ anything of its batch is counted.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -54,16 +53,17 @@ from core.summaries.models import SummaryWriter
 from processors.errors import NeedsNodeJournal
 from sinks.postgres.compactions import PostgresCompactions
 from sinks.redis.thresholds import ThresholdStore
-from streams.events import InvalidEvent, decode_message
+from streams.codecs import compaction_requested, journal_messages
+from streams.codecs.compaction_requested import CompactionRequest, timestamp
+from streams.codecs.records import EncodedEvent
 from streams.producer import BatchPublisher, OutgoingRecord, RecordsNotConfirmed
 from streams.runtime.errors import SinkUnavailable
-from streams.runtime.processor import InvalidMessage, Processor, Record
+from streams.runtime.processor import Processor, Record, decoding
 from streams.topics import topic_name
 
 NAME = "thresholds"
 SOURCE_TOPIC = "journal.messages"
 OUTPUT_TOPIC = "compaction.requested"
-REQUEST_SCHEMA_VERSION = 1
 
 TOKEN_LIMIT = 2_000
 """A thread is compacted once this many tokens arrived since its last summary..."""
@@ -131,32 +131,26 @@ def scope_of(message: Message) -> ThreadScope:
     return ThreadScope(message.environment, message.account_id, message.agent_id, message.thread_id)
 
 
-def request_payload(message: Message, outcome: Outcome, requested_at: datetime) -> dict[str, Any]:
+def compaction_request(message: Message, outcome: Outcome, requested_at: datetime) -> CompactionRequest:
     """The `compaction.requested` value for the crossing `outcome` decided while counting `message`
     (the thread's; the request reaches `outcome.offset`)."""
     assert outcome.base is not None and outcome.tokens is not None and outcome.messages is not None
-    assert outcome.offset is not None
-    return {
-        "schema_version": REQUEST_SCHEMA_VERSION,
-        "environment": message.environment,
-        "account_id": message.account_id,
-        "agent_id": message.agent_id,
-        "user_id": message.user_id,
-        "thread_id": message.thread_id,
-        "from_offset": outcome.base,
-        "to_offset": outcome.offset,
-        "tokens": outcome.tokens,
-        "messages": outcome.messages,
-        "reason": outcome.reason,
-        "requested_at": requested_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
-    }
-
-
-def decode(record: Record) -> Message:
-    try:
-        return decode_message(record.value)
-    except InvalidEvent as exc:
-        raise InvalidMessage(record, str(exc)) from exc
+    assert outcome.offset is not None and outcome.reason is not None
+    return CompactionRequest.model_validate(
+        {
+            "environment": message.environment,
+            "account_id": message.account_id,
+            "agent_id": message.agent_id,
+            "user_id": message.user_id,
+            "thread_id": message.thread_id,
+            "from_offset": outcome.base,
+            "to_offset": outcome.offset,
+            "tokens": outcome.tokens,
+            "messages": outcome.messages,
+            "reason": outcome.reason,
+            "requested_at": timestamp(requested_at),
+        }
+    )
 
 
 # ---------------------------------------------------------------- the processor
@@ -296,7 +290,10 @@ class Thresholds(Processor):
         return await messages_between(self.journal, thread, after=after, up_to=up_to)
 
     async def process(self, batch: Sequence[Record]) -> None:
-        messages = [decode(record) for record in batch]  # all-or-nothing before any effect
+        messages = []
+        for record in batch:  # all-or-nothing before any effect
+            with decoding(record):
+                messages.append(journal_messages.decode(record.value))
         requests: list[tuple[Message, Outcome]] = []
         held_back: dict[ThreadScope, int] = {}
         for message in messages:
@@ -316,17 +313,17 @@ class Thresholds(Processor):
         if not requests:
             return
         now = self.clock()
-        payloads = [(message, request_payload(message, outcome, now)) for message, outcome in requests]
-        await self._ledger().record_requests([(scope_of(m), p) for m, p in payloads])
-        await self._publish([(m.thread_id, p) for m, p in payloads])
-        for message, payload in payloads:
-            await self.store.mark_sent(scope_of(message), payload["to_offset"])
+        decided = [compaction_request(message, outcome, now) for message, outcome in requests]
+        await self._ledger().record_requests([(r.scope, r.payload()) for r in decided])
+        await self._publish([compaction_requested.encode(r) for r in decided])
+        for request in decided:
+            await self.store.mark_sent(request.scope, request.to_offset)
             log.info(
                 "compaction requested for %s/%s/%s at offset %d",
-                message.environment,
-                message.account_id,
-                message.thread_id,
-                payload["to_offset"],
+                request.environment,
+                request.account_id,
+                request.thread_id,
+                request.to_offset,
             )
 
     async def reevaluate(self, scope: ThreadScope) -> Outcome | None:
@@ -356,17 +353,15 @@ class Thresholds(Processor):
             return
         for scope, payload in requests:
             await self.store.hold_guard(scope, int(payload["to_offset"]))
-        await self._publish([(scope.thread_id, payload) for scope, payload in requests])
+        await self._publish([compaction_requested.encode_recorded(s.thread_id, p) for s, p in requests])
 
-    async def _publish(self, requests: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
-        """Produce `(thread_id, value)` requests; `RequestNotDelivered` (an outage, caused by the
-        `RecordsNotConfirmed`) when the broker did not confirm every one."""
+    async def _publish(self, events: Sequence[EncodedEvent]) -> None:
+        """Produce `events`; `RequestNotDelivered` (an outage, caused by the `RecordsNotConfirmed`)
+        when the broker did not confirm every one."""
         publisher = self.publisher
         if publisher is None:
             raise RuntimeError("the thresholds processor was not started")
-        records = [
-            OutgoingRecord(t.encode("utf-8"), json.dumps(dict(p)).encode("utf-8")) for t, p in requests
-        ]
+        records = [OutgoingRecord(e.key, e.value) for e in events]
         try:
             await publisher.publish(records)
         except RecordsNotConfirmed as exc:

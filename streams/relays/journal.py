@@ -3,7 +3,7 @@
 Contract:
 - Each round reads up to `batch_size` messages after the durable cursor
   (`journal.read_from_seq(cursor, batch_size)`), produces all of them (key = thread_id, value =
-  `streams.events.encode_message`, header `message_id`) with an idempotent producer, waits until
+  `streams.codecs.journal_messages.encode`, header `message_id`) with an idempotent producer, waits until
   the broker has confirmed EVERY one (`streams.producer.produce_and_confirm`), and only then
   stores the cursor (`journal.set_cursor`, durable). A message is therefore never skipped: a crash
   or a delivery failure before the cursor is stored means the batch is published again
@@ -54,7 +54,7 @@ from core.journal.models import Message
 from core.sequencing import PartitionBounds, Stamp
 from core.stores.journal import Journal
 from core.stores.progress import BoundsStore
-from streams.events import encode_message
+from streams.codecs import journal_messages
 from streams.producer import (
     DeliveryAborted,
     OutgoingRecord,
@@ -445,7 +445,7 @@ class Relay:
     ) -> None:
         """Worker thread: produce `batch` (to the stamped partitions), then wait until every message
         is confirmed."""
-        events = [encode_message(message) for message in batch]
+        events = [journal_messages.encode(message) for message in batch]
         records = [
             OutgoingRecord(event.key, event.value, [*event.headers, *stamp_headers(stamp)], partition)
             for event, (partition, stamp) in zip(events, stamps, strict=True)

@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -48,6 +47,7 @@ from confluent_kafka import Producer
 
 from core.config import Settings
 from core.errors import MemstreamError
+from streams.codecs.memory_entries import encode_value
 from streams.producer import (
     DeliveryAborted,
     OutgoingRecord,
@@ -162,13 +162,6 @@ class OutboxRecord:
     seq: int
     key: bytes
     value: bytes | None
-
-
-def encode_value(value: Any) -> bytes | None:
-    """The record value of an outbox row's `value` (None -> a tombstone)."""
-    if value is None:
-        return None
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
 
 class EntriesOutboxRelay:

@@ -1,4 +1,4 @@
-"""flush's pure parts: decoding requests and the owner of a fact."""
+"""flush's pure parts: the flushed record and the owner of a fact."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from core.chat.base import ExtractedFact
 from core.errors import InvalidInput
 from core.journal.models import Message
-from processors.flush import SOURCE_TOPIC, FlushResult, decode, fact_owner, flushed_payload
-from streams.runtime.processor import InvalidMessage, Record
+from processors.flush import FlushResult, fact_owner, flushed
+from streams.codecs import compaction_requested
 from streams.topics import default_registry
 
 REQUEST = {
@@ -28,10 +28,6 @@ REQUEST = {
     "reason": "messages",
     "requested_at": "2026-11-29T12:00:00Z",
 }
-
-
-def record(value: bytes | None) -> Record:
-    return Record(SOURCE_TOPIC, 0, 5, b"th-1", value, (), None)
 
 
 def message(i: int, user: str | None) -> Message:
@@ -57,10 +53,11 @@ def fact(*ids: str) -> ExtractedFact:
     )
 
 
-def test_a_request_round_trips_into_a_valid_flushed_record() -> None:
-    request = decode(record(json.dumps(REQUEST).encode()))
-    assert (request.thread.thread_id, request.from_offset, request.to_offset) == ("th-1", 3, 9)
-    out = flushed_payload(request, FlushResult("failed", 1, 2, "ModelUnavailable: down"))
+def test_the_flushed_record_is_the_request_plus_the_flush() -> None:
+    request = compaction_requested.decode(json.dumps({**REQUEST, "trace": "t-1"}).encode())
+    out = flushed(request, FlushResult("failed", 1, 2, "ModelUnavailable: down")).payload()
+    assert out == {**REQUEST, "trace": "t-1", "flush": out["flush"]}  # unknown fields are echoed
+    del out["trace"]
     default_registry().validate("compaction.flushed", out)
     assert out["flush"] == {
         "status": "failed",
@@ -68,20 +65,8 @@ def test_a_request_round_trips_into_a_valid_flushed_record() -> None:
         "facts_rejected": 2,
         "error": "ModelUnavailable: down",
     }
-
-
-@pytest.mark.parametrize(
-    ("value", "reason"),
-    [
-        (None, "value is missing"),
-        (b"{not json", "value is not JSON"),
-        (json.dumps({**REQUEST, "tokens": -1}).encode(), "value is invalid"),
-        (json.dumps({**REQUEST, "from_offset": 10}).encode(), "from_offset 10 is after to_offset 9"),
-    ],
-)
-def test_bad_requests_are_invalid_messages(value: bytes | None, reason: str) -> None:
-    with pytest.raises(InvalidMessage, match=reason):
-        decode(record(value))
+    stored = flushed(request, FlushResult("stored", 3)).payload()
+    assert stored["flush"] == {"status": "stored", "facts_stored": 3, "facts_rejected": 0}
 
 
 def test_a_fact_belongs_to_the_user_of_its_messages() -> None:

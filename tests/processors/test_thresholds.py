@@ -12,9 +12,9 @@ from processors.thresholds import (
     TOKEN_LIMIT,
     Counters,
     advance,
+    compaction_request,
     crossing,
     fold,
-    request_payload,
 )
 from streams.topics import default_registry
 
@@ -57,9 +57,9 @@ def test_fold_sums_the_agents_messages_up_to_the_current_offset() -> None:
     assert fold([], "bot", 2) == Counters()
 
 
-def test_request_payloads_match_the_declared_schema() -> None:
+def test_requests_match_the_declared_schema() -> None:
     outcome = Outcome("request", base=10, tokens=2_010, messages=12, offset=21, reason="tokens")
-    payload = request_payload(message(21, 400), outcome, T0)
+    payload = compaction_request(message(21, 400), outcome, T0).payload()
     default_registry().validate(OUTPUT_TOPIC, payload)
     assert payload == {
         "schema_version": 1,
