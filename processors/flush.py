@@ -60,7 +60,8 @@ from processors.errors import NeedsNode
 from streams.codecs import compaction_flushed, compaction_requested
 from streams.codecs.compaction_flushed import CompactionFlushed, FlushOutcome, FlushStatus
 from streams.codecs.compaction_requested import CompactionRequest
-from streams.producer import BatchPublisher, OutgoingRecord, RecordsNotConfirmed
+from streams.output import TopicOutput
+from streams.producer import BatchPublisher, OutgoingRecord
 from streams.runtime.errors import SinkUnavailable
 from streams.runtime.processor import Processor, Record, decoding
 from streams.topics import topic_name
@@ -149,12 +150,17 @@ class Flush(Processor):
         self.pool = pool
         self.chat_model = chat_model
         self._open_chat_model = open_chat_model
-        self.publisher = publisher
+        self.output = TopicOutput(
+            settings,
+            topic_name(settings, OUTPUT_TOPIC),
+            client_id=f"memstream.{name}",
+            logger=log,
+            not_confirmed=FlushNotDelivered,
+            publisher=publisher,
+        )
         self.model_timeout_s = model_timeout_s
-        self.topic = topic_name(settings, OUTPUT_TOPIC)
         self._agents: AgentService | None = None
         self._memory: MemoryService | None = None
-        self._stopping = False
 
     async def start(self) -> None:
         if self.journal is None or self.pool is None:
@@ -169,21 +175,13 @@ class Flush(Processor):
             self.chat_model = self._open_chat_model()
         self._agents = AgentService(self.pool)
         self._memory = MemoryService(self.pool)
-        if self.publisher is None:
-            self.publisher = BatchPublisher(
-                self.settings, self.topic, client_id=f"memstream.{self.name}", logger=log
-            )
-        if self._stopping:
-            self.publisher.abort(f"the {self.name} processor is stopping")
+        self.output.start()
 
     def stopping(self) -> None:
-        self._stopping = True
-        if self.publisher is not None:
-            self.publisher.abort(f"the {self.name} processor is stopping")
+        self.output.stopping(f"the {self.name} processor is stopping")
 
     async def stop(self) -> None:
-        if self.publisher is not None:
-            self.publisher.close()
+        self.output.close()
 
     async def process(self, batch: Sequence[Record]) -> None:
         requests = []
@@ -192,16 +190,11 @@ class Flush(Processor):
                 requests.append(compaction_requested.decode(record.value))
         if not requests:
             return
-        if self.publisher is None:
-            raise RuntimeError("the flush processor was not started")
         out: list[OutgoingRecord] = []
         for request in requests:
             event = compaction_flushed.encode(flushed(request, await self.flush(request)))
             out.append(OutgoingRecord(event.key, event.value))
-        try:
-            await self.publisher.publish(out)
-        except RecordsNotConfirmed as exc:
-            raise FlushNotDelivered(f"compaction.flushed records not confirmed: {exc.message}") from exc
+        await self.output.send(out, what="compaction.flushed records")
 
     async def flush(self, request: CompactionRequest) -> FlushResult:
         """Flush one request (module doc, steps 1-3). Never raises but for cancellation."""

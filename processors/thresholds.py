@@ -56,7 +56,8 @@ from sinks.redis.thresholds import ThresholdStore
 from streams.codecs import compaction_requested, journal_messages
 from streams.codecs.compaction_requested import CompactionRequest, timestamp
 from streams.codecs.records import EncodedEvent
-from streams.producer import BatchPublisher, OutgoingRecord, RecordsNotConfirmed
+from streams.output import TopicOutput
+from streams.producer import BatchPublisher, OutgoingRecord
 from streams.runtime.errors import SinkUnavailable
 from streams.runtime.processor import Processor, Record, decoding
 from streams.topics import topic_name
@@ -185,11 +186,16 @@ class Thresholds(Processor):
         self.ledger = ledger
         self._summaries = summaries
         self._open_summaries = open_summaries
-        self.publisher = publisher
+        self.output = TopicOutput(
+            settings,
+            topic_name(settings, OUTPUT_TOPIC),
+            client_id=f"memstream.{name}",
+            logger=log,
+            not_confirmed=RequestNotDelivered,
+            publisher=publisher,
+        )
         self.clock: Clock = clock or (lambda: datetime.now(UTC))
         self.close_store = close_store
-        self.topic = topic_name(settings, OUTPUT_TOPIC)
-        self._stopping = False
 
     async def start(self) -> None:
         if self.journal is None or self.ledger is None:
@@ -202,21 +208,13 @@ class Thresholds(Processor):
             if self._open_summaries is None:
                 raise ValueError("the thresholds processor needs `summaries` or `open_summaries`")
             self._summaries = self._open_summaries()
-        if self.publisher is None:
-            self.publisher = BatchPublisher(
-                self.settings, self.topic, client_id=f"memstream.{self.name}", logger=log
-            )
-        if self._stopping:
-            self.publisher.abort(f"the {self.name} processor is stopping")
+        self.output.start()
 
     def stopping(self) -> None:
-        self._stopping = True
-        if self.publisher is not None:
-            self.publisher.abort(f"the {self.name} processor is stopping")
+        self.output.stopping(f"the {self.name} processor is stopping")
 
     async def stop(self) -> None:
-        if self.publisher is not None:
-            self.publisher.close()
+        self.output.close()
         if self.close_store:
             await self.store.aclose()
 
@@ -358,14 +356,7 @@ class Thresholds(Processor):
     async def _publish(self, events: Sequence[EncodedEvent]) -> None:
         """Produce `events`; `RequestNotDelivered` (an outage, caused by the `RecordsNotConfirmed`)
         when the broker did not confirm every one."""
-        publisher = self.publisher
-        if publisher is None:
-            raise RuntimeError("the thresholds processor was not started")
-        records = [OutgoingRecord(e.key, e.value) for e in events]
-        try:
-            await publisher.publish(records)
-        except RecordsNotConfirmed as exc:
-            raise RequestNotDelivered(f"compaction requests not confirmed: {exc.message}") from exc
+        await self.output.send([OutgoingRecord(e.key, e.value) for e in events], what="compaction requests")
 
     def _ledger(self) -> PostgresCompactions:
         if self.ledger is None:
