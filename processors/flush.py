@@ -43,10 +43,9 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
-import asyncpg
-
-from core.chat.base import ChatModel, ExtractedFact
+from core.chat.base import ChatModel, ExtractedFact, FactsDraft
 from core.config import Settings
 from core.errors import InvalidInput
 from core.journal.models import Message
@@ -120,22 +119,78 @@ def fact_owner(fact: ExtractedFact, messages: Sequence[Message], default: str | 
     return users.pop() if users else default
 
 
+@dataclass(frozen=True, slots=True)
+class FactWrite:
+    """One fact as agent memory's write path takes it (`MemoryService.store`)."""
+
+    scope: MemoryScope
+    key: str
+    content: str
+    category: str
+    visibility: Literal["private", "shared"]
+    importance: float
+    source: Provenance
+
+
+@dataclass(frozen=True, slots=True)
+class FactRejected:
+    """A fact that cannot be stored whatever memory holds (its messages belong to several users)."""
+
+    key: str
+    error: InvalidInput
+
+
+def facts_to_store(
+    request: CompactionRequest, messages: Sequence[Message], draft: FactsDraft
+) -> list[FactWrite | FactRejected]:
+    """What to store for each fact of `draft`, in order (module doc, step 2): the scope of the
+    request's agent and the fact's user (`fact_owner`, the request's `user_id` by default),
+    private with a user and shared without, the provenance of its messages."""
+    out: list[FactWrite | FactRejected] = []
+    for fact in draft.facts:
+        try:
+            user = fact_owner(fact, messages, request.user_id)
+        except InvalidInput as exc:
+            out.append(FactRejected(fact.key, exc))
+            continue
+        scope = MemoryScope(
+            environment=request.environment,
+            account_id=request.account_id,
+            agent_id=request.agent_id,
+            user_id=user,
+        )
+        out.append(
+            FactWrite(
+                scope=scope,
+                key=fact.key,
+                content=fact.content,
+                category=fact.category,
+                visibility="private" if user is not None else "shared",
+                importance=fact.importance,
+                source=Provenance(thread_id=request.thread_id, message_ids=fact.message_ids),
+            )
+        )
+    return out
+
+
 def _short(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
     return text if len(text) <= ERROR_MAX_CHARS else text[: ERROR_MAX_CHARS - 1] + "…"
 
 
 class Flush(Processor):
-    """The `flush` processor (module doc). `journal` and `pool` are the node's; the chat model is
-    `chat_model` or, when None, `open_chat_model()` called in `start`; `publisher` (to
-    compaction.flushed) is built in `start` when not given. Construction does no I/O; `start`
-    refuses (NeedsNode) without journal or pool."""
+    """The `flush` processor (module doc). `journal`, `agents` and `memory` are the node's (agent
+    memory over its Postgres pool); the chat model is `chat_model` or, when None,
+    `open_chat_model()` called in `start`; `publisher` (to compaction.flushed) is built in `start`
+    when not given. Construction does no I/O; `start` refuses (NeedsNode) without the journal or
+    agent memory."""
 
     def __init__(
         self,
         settings: Settings,
         journal: Journal | None,
-        pool: asyncpg.Pool | None,
+        agents: AgentService | None,
+        memory: MemoryService | None,
         chat_model: ChatModel | None = None,
         *,
         open_chat_model: Callable[[], ChatModel] | None = None,
@@ -147,7 +202,8 @@ class Flush(Processor):
         self.source_topics = (SOURCE_TOPIC,)
         self.settings = settings
         self.journal = journal
-        self.pool = pool
+        self.agents = agents
+        self.memory = memory
         self.chat_model = chat_model
         self._open_chat_model = open_chat_model
         self.output = TopicOutput(
@@ -159,11 +215,9 @@ class Flush(Processor):
             publisher=publisher,
         )
         self.model_timeout_s = model_timeout_s
-        self._agents: AgentService | None = None
-        self._memory: MemoryService | None = None
 
     async def start(self) -> None:
-        if self.journal is None or self.pool is None:
+        if self.journal is None or self.agents is None or self.memory is None:
             raise NeedsNode(
                 "the flush processor reads the journal and writes agent memory through the node's "
                 "journal and Postgres pool: it runs inside the node (`memstream up` / `memstream node`), "
@@ -173,8 +227,6 @@ class Flush(Processor):
             if self._open_chat_model is None:
                 raise ValueError("the flush processor needs `chat_model` or `open_chat_model`")
             self.chat_model = self._open_chat_model()
-        self._agents = AgentService(self.pool)
-        self._memory = MemoryService(self.pool)
         self.output.start()
 
     def stopping(self) -> None:
@@ -222,12 +274,12 @@ class Flush(Processor):
         return result
 
     async def _flush(self, request: CompactionRequest) -> FlushResult:
-        if self._agents is None or self._memory is None or self.chat_model is None:
+        if self.agents is None or self.memory is None or self.chat_model is None:
             raise RuntimeError("the flush processor was not started")
         agent = AgentRef(
             environment=request.environment, account_id=request.account_id, agent_id=request.agent_id
         )
-        if not await self._agents.has_memory(agent):
+        if not await self.agents.has_memory(agent):
             return FlushResult("skipped_no_memory")
         messages = await self.messages(request)
         if not messages:
@@ -235,38 +287,27 @@ class Flush(Processor):
         async with asyncio.timeout(self.model_timeout_s):
             draft = await self.chat_model.extract_facts(messages)
         stored = rejected = 0
-        for fact in draft.facts:
+        for write in facts_to_store(request, messages, draft):
             try:
-                await self._store(request, fact, messages)
+                if isinstance(write, FactRejected):
+                    raise write.error
+                await self.memory.store(
+                    write.scope,
+                    write.key,
+                    write.content,
+                    write.category,
+                    scope_visibility=write.visibility,
+                    importance=write.importance,
+                    source=write.source,
+                )
             except InvalidInput as exc:
                 rejected += 1
-                log.info("flush of %s: fact %r rejected: %s", request.thread_id, fact.key, _short(exc))
+                log.info("flush of %s: fact %r rejected: %s", request.thread_id, write.key, _short(exc))
             except Exception as exc:
                 return FlushResult("failed", stored, rejected, _short(exc))
             else:
                 stored += 1
         return FlushResult("stored", stored, rejected)
-
-    async def _store(
-        self, request: CompactionRequest, fact: ExtractedFact, messages: Sequence[Message]
-    ) -> None:
-        assert self._memory is not None
-        user = fact_owner(fact, messages, request.user_id)
-        scope = MemoryScope(
-            environment=request.environment,
-            account_id=request.account_id,
-            agent_id=request.agent_id,
-            user_id=user,
-        )
-        await self._memory.store(
-            scope,
-            fact.key,
-            fact.content,
-            fact.category,
-            scope_visibility="private" if user is not None else "shared",
-            importance=fact.importance,
-            source=Provenance(thread_id=request.thread_id, message_ids=fact.message_ids),
-        )
 
     async def messages(self, request: CompactionRequest) -> list[Message]:
         """The agent's messages of the thread with offsets `from_offset`..`to_offset`, in order."""

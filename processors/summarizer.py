@@ -4,7 +4,7 @@ Input: `compaction.flushed` (key thread_id; the `compaction.requested` fields pl
 status, which the summarizer ignores). Output: the thread's summary in object storage (through the
 Redis cache), the thresholds' counters restarted and the flush-and-summarize guard released.
 
-Per request (`Summarizer.summarize`):
+Per request (`Summarizer.handle`; the pure decisions are `step`, `next_summary` and `is_final`):
 
 1. Take the thread's summarization lock (`summarization_lock_name`, a Redis lease of
    `LOCK_TTL_S`, renewed every third of it while the request is worked on, so a holder that dies -
@@ -13,7 +13,7 @@ Per request (`Summarizer.summarize`):
    request is done. Still held after the wait -> `SummarizerBusy`, a transient error: the runtime
    retries the batch later. The lock only avoids duplicate model calls; correctness comes from the
    optimistic version check of the write.
-2. `current = store.current(...)`. When it covers `to_offset` the request is done (redelivery,
+2. `current = self.summaries.current(...)`. When it covers `to_offset` the request is done (redelivery,
    replay, or a racing summarizer won): nothing is written (idempotent).
 3. Otherwise read the agent's messages after `current.last_message_offset` (-1 without one) up to
    `to_offset` from the journal, call `chat_model.summarize(current, messages,
@@ -46,6 +46,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from core.chat.base import ChatModel, ModelError, ModelRequestRejected, ModelUnsupported
@@ -116,6 +117,42 @@ FINAL: tuple[type[Exception], ...] = (ModelRequestRejected, ModelUnsupported, Re
 def covered(request: CompactionFlushed, summary: Summary | None) -> bool:
     """Whether `summary` already covers the request (the request is then done)."""
     return summary is not None and summary.last_message_offset >= request.to_offset
+
+
+@dataclass(frozen=True, slots=True)
+class Covered:
+    """The request is done: `summary` covers it."""
+
+    summary: Summary
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRange:
+    """Fold the agent's messages with `after < offset <= up_to` into the current summary (the
+    journal must hold its message at `up_to`)."""
+
+    after: int
+    up_to: int
+
+
+def step(request: CompactionFlushed, current: Summary | None) -> Covered | MessageRange:
+    """What summarizing `request` over the `current` summary takes: nothing (covered), or the
+    messages after it up to the request's `to_offset`."""
+    if current is not None and covered(request, current):
+        return Covered(current)
+    return MessageRange(
+        after=current.last_message_offset if current is not None else -1, up_to=request.to_offset
+    )
+
+
+def is_final(error: BaseException) -> bool:
+    """Whether retrying cannot fix `error` (the request is dead-lettered at once)."""
+    return isinstance(error, FINAL)
+
+
+def is_retried(error: BaseException) -> bool:
+    """Whether `error` is retried after a delay, then dead-letters the request (module doc)."""
+    return isinstance(error, RETRIED) and not is_final(error)
 
 
 def next_summary(
@@ -224,7 +261,7 @@ class Summarizer(Processor):
             try:
                 summary = await self._with_retries(request)
             except Exception as exc:
-                if not isinstance(exc, (*RETRIED, *FINAL)):
+                if not (is_final(exc) or is_retried(exc)):
                     raise  # transient (Redis, Postgres, a bug): the runtime retries the batch
                 await self._ledger().settle(request.scope, request.to_offset)
                 await self._release_guard(request)
@@ -281,10 +318,8 @@ class Summarizer(Processor):
         for delay in (*self.retry_delays, None):
             try:
                 return await self._summarize(request)
-            except FINAL:
-                raise
-            except RETRIED as exc:
-                if delay is None:
+            except Exception as exc:
+                if delay is None or not is_retried(exc):
                     raise
                 log.warning(
                     "summarizing %s failed (%s: %s); retrying in %.2f s",
@@ -303,9 +338,10 @@ class Summarizer(Processor):
             raise RuntimeError("the summarizer was not started")
         for _ in range(MAX_CONFLICTS):
             current = await self.summaries.current(request.thread, request.agent_id)
-            if current is not None and covered(request, current):
-                return current
-            messages = await self._messages(request, current)
+            todo = step(request, current)
+            if isinstance(todo, Covered):
+                return todo.summary
+            messages = await self._messages(request, todo)
             draft = await model.summarize(current, messages, max_tokens=SUMMARY_MAX_TOKENS)
             new = next_summary(current, messages, draft.content, draft.token_count, self.clock())
             try:
@@ -330,21 +366,17 @@ class Summarizer(Processor):
             return written
         raise SummaryWriteFailed(f"summary of {_describe(request)} kept changing ({MAX_CONFLICTS} conflicts)")
 
-    async def _messages(self, request: CompactionFlushed, current: Summary | None) -> list[Message]:
-        """The agent's messages after `current` up to `to_offset` (the last one is at `to_offset`)."""
+    async def _messages(self, request: CompactionFlushed, todo: MessageRange) -> list[Message]:
+        """The agent's messages of `todo` (the last one is at its `up_to`)."""
         journal = self.journal
         if journal is None:
             raise NeedsNodeJournal("the summarizer needs the node's journal")
         found = await messages_between(
-            journal,
-            request.thread,
-            after=current.last_message_offset if current is not None else -1,
-            up_to=request.to_offset,
-            agent_id=request.agent_id,
+            journal, request.thread, after=todo.after, up_to=todo.up_to, agent_id=request.agent_id
         )
-        if not found or found[-1].offset != request.to_offset:
+        if not found or found[-1].offset != todo.up_to:
             raise RequestNotSatisfiable(
-                f"the journal holds no message of agent {request.agent_id!r} at offset {request.to_offset}"
+                f"the journal holds no message of agent {request.agent_id!r} at offset {todo.up_to}"
             )
         return found
 

@@ -154,6 +154,29 @@ def compaction_request(message: Message, outcome: Outcome, requested_at: datetim
     )
 
 
+@dataclass(frozen=True, slots=True)
+class ThresholdPlan:
+    """What counting a batch decided: the requests to record, produce and mark sent (in message
+    order), and per thread the highest crossing a held guard kept back (to record)."""
+
+    requests: list[CompactionRequest]
+    held_back: dict[ThreadScope, int]
+
+
+def plan(counted: Sequence[tuple[Message, Outcome]], now: datetime) -> ThresholdPlan:
+    """The decision for messages counted in order (`(message, its outcome)`), requested at `now`:
+    an outcome that emits becomes a request; a crossing the guard held back is kept per thread."""
+    requests: list[CompactionRequest] = []
+    held_back: dict[ThreadScope, int] = {}
+    for message, outcome in counted:
+        if outcome.emits:
+            requests.append(compaction_request(message, outcome, now))
+        elif outcome.kind == "guarded" and outcome.offset is not None:
+            scope = scope_of(message)
+            held_back[scope] = max(held_back.get(scope, -1), outcome.offset)
+    return ThresholdPlan(requests, held_back)
+
+
 # ---------------------------------------------------------------- the processor
 
 
@@ -292,29 +315,20 @@ class Thresholds(Processor):
         for record in batch:  # all-or-nothing before any effect
             with decoding(record):
                 messages.append(journal_messages.decode(record.value))
-        requests: list[tuple[Message, Outcome]] = []
-        held_back: dict[ThreadScope, int] = {}
-        for message in messages:
-            outcome = await self.outcome(message)
-            if outcome.emits:
-                requests.append((message, outcome))
-            elif outcome.kind == "guarded" and outcome.offset is not None:
-                scope = scope_of(message)
-                held_back[scope] = max(held_back.get(scope, -1), outcome.offset)
-        if held_back:
-            await self._ledger().record_crossings(held_back)
-        await self.emit(requests)
+        counted = [(message, await self.outcome(message)) for message in messages]
+        decided = plan(counted, self.clock())
+        if decided.held_back:
+            await self._ledger().record_crossings(decided.held_back)
+        await self.emit(decided.requests)
 
-    async def emit(self, requests: Sequence[tuple[Message, Outcome]]) -> None:
+    async def emit(self, requests: Sequence[CompactionRequest]) -> None:
         """Record each decided request as its thread's compaction in flight, produce them and wait
         until the broker confirmed every one, then mark them sent (module doc)."""
         if not requests:
             return
-        now = self.clock()
-        decided = [compaction_request(message, outcome, now) for message, outcome in requests]
-        await self._ledger().record_requests([(r.scope, r.payload()) for r in decided])
-        await self._publish([compaction_requested.encode(r) for r in decided])
-        for request in decided:
+        await self._ledger().record_requests([(r.scope, r.payload()) for r in requests])
+        await self._publish([compaction_requested.encode(r) for r in requests])
+        for request in requests:
             await self.store.mark_sent(request.scope, request.to_offset)
             log.info(
                 "compaction requested for %s/%s/%s at offset %d",
@@ -339,8 +353,7 @@ class Thresholds(Processor):
             return None
         message = last[-1]
         outcome = await self.outcome(message)
-        if outcome.emits:
-            await self.emit([(message, outcome)])
+        await self.emit(plan([(message, outcome)], self.clock()).requests)
         return outcome
 
     async def request_again(self, requests: Sequence[tuple[ThreadScope, Mapping[str, Any]]]) -> None:

@@ -46,14 +46,18 @@ def build_clickhouse_projection(settings: Settings, engines: Engines | None = No
 
 
 def build_flush(settings: Settings, engines: Engines | None = None) -> Flush:
-    """The processor with the node's journal, Postgres pool and chat model (`engines`). Without
-    the journal or the pool it refuses to start (NeedsNode). Does no I/O."""
+    """The processor with the node's journal, agent memory (over its Postgres pool) and chat model
+    (`engines`). Without the journal or the pool it refuses to start (NeedsNode). Does no I/O."""
+    from core.memory.agents import AgentService
+    from core.memory.service import MemoryService
     from processors.flush import Flush
 
+    pool = engines.pool if engines is not None else None
     return Flush(
         settings,
         engines.journal if engines is not None else None,
-        engines.pool if engines is not None else None,
+        AgentService(pool) if pool is not None else None,
+        MemoryService(pool) if pool is not None else None,
         open_chat_model=engines.chat_model if engines is not None else None,
     )
 

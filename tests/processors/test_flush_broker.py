@@ -82,7 +82,7 @@ def model() -> CountingModel:
 async def processor(
     settings_: Settings, journal: SlateJournal, pool: asyncpg.Pool, model: CountingModel
 ) -> AsyncIterator[Flush]:
-    processor = Flush(settings_, journal, pool, model)
+    processor = Flush(settings_, journal, AgentService(pool), MemoryService(pool), model)
     await processor.start()
     try:
         yield processor
@@ -180,7 +180,7 @@ async def test_a_failing_model_is_counted_and_the_thread_still_moves_on(
     await bind_memory(pool)
     messages = await conversation(journal)
     model = UnreachableModel()
-    processor = Flush(settings_, journal, pool, model)
+    processor = Flush(settings_, journal, AgentService(pool), MemoryService(pool), model)
     await processor.start()
     await processor.process([request_record(messages)])
     await processor.stop()
@@ -247,7 +247,9 @@ def test_stopping_while_the_broker_is_unreachable_takes_seconds_and_commits_noth
             record = request_record(await conversation(journal))
             produce(settings_, SOURCE_TOPIC, [(record.key, record.value)])
             publisher = unreachable_publisher(settings_, OUTPUT_TOPIC, tmp_path)
-            processor = Flush(settings_, journal, pool, model, publisher=publisher)
+            processor = Flush(
+                settings_, journal, AgentService(pool), MemoryService(pool), model, publisher=publisher
+            )
 
             async def blocked() -> bool:  # facts extracted: the flushed record waits for the broker
                 return model.extract_calls > 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from core.journal.models import Message
-from core.stores.thresholds import Outcome
+from core.stores.thresholds import Outcome, ThreadScope
 from processors.thresholds import (
     MESSAGE_LIMIT,
     OUTPUT_TOPIC,
@@ -15,6 +15,7 @@ from processors.thresholds import (
     compaction_request,
     crossing,
     fold,
+    plan,
 )
 from streams.topics import default_registry
 
@@ -75,3 +76,29 @@ def test_requests_match_the_declared_schema() -> None:
         "reason": "tokens",
         "requested_at": "2026-11-02T09:00:00Z",
     }
+
+
+def test_plan_requests_what_emits_and_keeps_the_highest_held_back_crossing() -> None:
+    request = Outcome("request", base=0, tokens=2_001, messages=3, offset=2, reason="tokens")
+    guarded = Outcome("guarded", offset=5)
+    counted = [
+        (message(1, 5), Outcome("counted", offset=1)),
+        (message(2, 2_000), request),
+        (message(5, 1), guarded),
+        (message(4, 1), Outcome("guarded", offset=4)),
+        (message(3, 1, agent="other"), Outcome("guarded", offset=3)),
+    ]
+    decided = plan(counted, T0)
+    assert [(r.to_offset, r.reason, r.requested_at) for r in decided.requests] == [
+        (2, "tokens", "2026-11-02T09:00:00Z")
+    ]
+    assert decided.held_back == {
+        ThreadScope("test", "acme", "bot", "th-1"): 5,
+        ThreadScope("test", "acme", "other", "th-1"): 3,
+    }
+
+
+def test_plan_of_nothing_that_crossed_is_empty() -> None:
+    decided = plan([(message(0, 1), Outcome("counted", offset=0)), (message(1, 1), Outcome("exists"))], T0)
+    assert (decided.requests, decided.held_back) == ([], {})
+    assert plan([], T0).requests == []
