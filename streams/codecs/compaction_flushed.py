@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from core.ids import Id
 from core.journal.models import ThreadRef
 from core.stores.thresholds import ThreadScope
-from streams.codecs.compaction_requested import CompactionRequest, first_error
-from streams.codecs.errors import InvalidEvent
+from streams.codecs.compaction_requested import CompactionRequest
+from streams.codecs.errors import InvalidEvent, first_error
 from streams.codecs.records import EncodedEvent
 
 TOPIC = "compaction.flushed"

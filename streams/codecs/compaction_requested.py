@@ -18,7 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from core.journal.models import ThreadRef
 from core.stores.thresholds import ThreadScope
-from streams.codecs.errors import InvalidEvent
+from streams.codecs.errors import InvalidEvent, first_error
 from streams.codecs.records import EncodedEvent
 
 TOPIC = "compaction.requested"
@@ -112,14 +112,3 @@ def decode(value: bytes | str | None) -> CompactionRequest:
         return CompactionRequest.model_validate(parsed)
     except ValidationError as exc:
         raise InvalidEvent(f"{TOPIC} value is invalid: {first_error(exc)}") from exc
-
-
-def first_error(exc: ValidationError) -> str:
-    """The first error of `exc`, where it is and how many there are."""
-    errors = exc.errors()
-    if not errors:
-        return str(exc)
-    first = errors[0]
-    where = ".".join(str(p) for p in first.get("loc", ())) or "value"
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"{where}: {first.get('msg', 'invalid')}{more}"

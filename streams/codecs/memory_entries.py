@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from core.memory.models import EntryEvent, entry_key, parse_entry_key
-from streams.codecs.errors import InvalidEvent
+from streams.codecs.errors import InvalidEvent, first_error
 from streams.codecs.records import EncodedEvent
 
 TOPIC = "memory.entries"
@@ -61,19 +61,10 @@ def decode(key: bytes | None, value: bytes | None) -> EntryRecord:
     try:
         event = EntryEvent.model_validate_json(value)
     except ValidationError as exc:
-        raise InvalidEvent(f"bad EntryEvent value: {_first_error(exc)}") from exc
+        raise InvalidEvent(f"bad EntryEvent value: {first_error(exc)}") from exc
     entry = event.entry
     if (entry.environment, entry.account_id, entry.entry_id) != (environment, account_id, entry_id):
         raise InvalidEvent(
             f"EntryEvent of {entry.environment}/{entry.account_id}/{entry.entry_id} under key {text!r}"
         )
     return EntryRecord(environment, account_id, entry_id, event)
-
-
-def _first_error(exc: ValidationError) -> str:
-    errors = exc.errors()
-    if not errors:
-        return str(exc)
-    first = errors[0]
-    where = ".".join(str(p) for p in first.get("loc", ())) or "value"
-    return f"{where}: {first.get('msg', 'invalid')} ({len(errors)} error(s))"
