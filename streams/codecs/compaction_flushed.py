@@ -11,12 +11,10 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.ids import Id
-from core.journal.models import ThreadRef
-from core.stores.thresholds import ThreadScope
-from streams.codecs.compaction_requested import CompactionRequest
+from streams.codecs.compaction_requested import CompactionRange, CompactionRequest
 from streams.codecs.errors import InvalidEvent, first_error
 from streams.codecs.records import EncodedEvent
 
@@ -41,41 +39,19 @@ class FlushOutcome(BaseModel):
         return self.model_dump(mode="json", exclude_none=True)
 
 
-class CompactionFlushed(BaseModel):
+class CompactionFlushed(CompactionRange):
     """A flushed compaction request (module doc): the declared fields are the thread's scope and
     offsets; the others (`schema_version`, `user_id`, ..., `flush`) are kept in `model_extra`."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
 
     environment: str = Field(min_length=1)
     account_id: Id
     agent_id: Id
     thread_id: Id
-    from_offset: int = Field(ge=0)
-    to_offset: int = Field(ge=0)
-
-    @model_validator(mode="after")
-    def _ordered(self) -> CompactionFlushed:
-        if self.from_offset > self.to_offset:
-            raise ValueError("from_offset > to_offset")
-        return self
 
     @classmethod
     def of(cls, request: CompactionRequest, outcome: FlushOutcome) -> CompactionFlushed:
         """The record answering `request` (its fields unchanged, unknown ones too)."""
         return cls.model_validate({**request.payload(), "flush": outcome.payload()})
-
-    @property
-    def thread(self) -> ThreadRef:
-        return ThreadRef(environment=self.environment, account_id=self.account_id, thread_id=self.thread_id)
-
-    @property
-    def scope(self) -> ThreadScope:
-        return ThreadScope(self.environment, self.account_id, self.agent_id, self.thread_id)
-
-    def payload(self) -> dict[str, Any]:
-        """The JSON value (declared fields first, then the others as they came)."""
-        return self.model_dump(mode="json")
 
 
 def encode(flushed: CompactionFlushed) -> EncodedEvent:

@@ -50,27 +50,22 @@ def timestamp(when: datetime) -> str:
     return when.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-class CompactionRequest(BaseModel):
-    """A thread crossed a threshold: flush and summarize its messages `from_offset`..`to_offset`
-    (topics.yaml describes every field). Unknown fields are kept."""
+class CompactionRange(BaseModel):
+    """What both compaction topics name: an agent's messages `from_offset`..`to_offset` of a
+    thread (`from_offset` not after `to_offset`). Unknown fields are kept. Each topic's model
+    narrows the field types."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    schema_version: Literal[1] = SCHEMA_VERSION
-    environment: WireEnvironment
-    account_id: WireId
-    agent_id: WireId
-    user_id: WireId | None
-    thread_id: WireId
+    environment: str
+    account_id: str
+    agent_id: str
+    thread_id: str
     from_offset: int = Field(ge=0)
     to_offset: int = Field(ge=0)
-    tokens: int = Field(ge=0)
-    messages: int = Field(ge=1)
-    reason: Literal["tokens", "messages"]
-    requested_at: WireTimestamp
 
     @model_validator(mode="after")
-    def _ordered(self) -> CompactionRequest:
+    def _ordered(self) -> CompactionRange:
         if self.from_offset > self.to_offset:
             raise ValueError(f"from_offset {self.from_offset} is after to_offset {self.to_offset}")
         return self
@@ -84,8 +79,24 @@ class CompactionRequest(BaseModel):
         return ThreadScope(self.environment, self.account_id, self.agent_id, self.thread_id)
 
     def payload(self) -> dict[str, Any]:
-        """The JSON value (declared fields first, then the unknown ones)."""
+        """The JSON value (declared fields first, then the unknown ones as they came)."""
         return self.model_dump(mode="json")
+
+
+class CompactionRequest(CompactionRange):
+    """A thread crossed a threshold: flush and summarize its messages `from_offset`..`to_offset`
+    (topics.yaml describes every field). Unknown fields are kept."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    environment: WireEnvironment
+    account_id: WireId
+    agent_id: WireId
+    user_id: WireId | None
+    thread_id: WireId
+    tokens: int = Field(ge=0)
+    messages: int = Field(ge=1)
+    reason: Literal["tokens", "messages"]
+    requested_at: WireTimestamp
 
 
 def encode(request: CompactionRequest) -> EncodedEvent:

@@ -9,7 +9,6 @@ import pytest
 
 from core.chat.base import ModelRequestRejected, ModelUnavailable, ModelUnsupported
 from core.errors import JournalUnavailable
-from core.journal.models import Message
 from core.summaries.models import Summary, SummaryUnavailable, SummaryWriteFailed
 from processors.summarizer import (
     Covered,
@@ -22,6 +21,7 @@ from processors.summarizer import (
     step,
 )
 from streams.codecs.compaction_flushed import CompactionFlushed
+from tests.processors.transcript_support import message
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 REQUEST = CompactionFlushed(
@@ -38,23 +38,6 @@ def summary(last: int, version: int = 1, messages: int = 10) -> Summary:
         content="so far",
         token_count=3,
         message_count=messages,
-    )
-
-
-def message(offset: int) -> Message:
-    return Message(
-        message_id=f"m{offset}",
-        environment="test",
-        account_id="acme",
-        agent_id="bot",
-        user_id=None,
-        thread_id="th-1",
-        offset=offset,
-        seq=offset + 1,
-        role="user",
-        content="hi",
-        created_at=T0,
-        token_count=1,
     )
 
 
@@ -76,9 +59,9 @@ def test_a_summary_reaching_the_request_covers_it() -> None:
 
 
 def test_the_next_summary_folds_the_messages_into_the_current_one() -> None:
-    folded = [message(i) for i in (10, 11, 49)]
+    folded = [message("th-1", i, "hi") for i in (10, 11, 49)]
     first = next_summary(None, folded, "new", 7, T0)
-    assert (first.version, first.last_message_offset, first.last_message_id) == (1, 49, "m49")
+    assert (first.version, first.last_message_offset, first.last_message_id) == (1, 49, "th-1-49")
     assert (first.message_count, first.content, first.token_count) == (3, "new", 7)
     after = next_summary(summary(9, version=4, messages=10), folded, "new", 7, T0)
     assert (after.version, after.message_count) == (5, 13)
