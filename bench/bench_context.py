@@ -32,7 +32,8 @@ from typing import Any
 
 from core.auth import Principal
 from core.journal.models import NewMessage, ThreadRef
-from core.memory.pinned import MemoryScope, NoPinnedFacts
+from core.memory.models import MemoryScope
+from core.memory.pinned import NoPinnedFacts
 from core.summaries.models import summary_key
 from core.threads import ThreadService
 from core.turn_context import ContextReader

@@ -65,16 +65,17 @@ from server_group import server_group
 from topic_consumer import consumer_from_start
 
 from core.config import Settings
-from core.memory.models import OBSERVATION_TTL_DAYS, Category, MemoryEntry, Visibility
-from core.memory.pinned import MemoryScope
+from core.memory.checks import content_hash
+from core.memory.models import OBSERVATION_TTL_DAYS, Category, MemoryEntry, MemoryScope, Visibility
 from core.memory.recall import OVERFETCH, Recaller
-from core.memory.service import MemoryService, content_hash
+from core.memory.service import MemoryService
 from core.stores.vectors import CollectionRef, IndexFilter, IndexPoint
 from memstream.embedded import services
 from memstream.embedded.process import free_port
 from processors.qdrant_projection import QdrantProjection, entry_payload
 from sinks.embeddings.bm25 import Bm25Sparse
 from sinks.embeddings.minilm import OfflineMiniLM
+from sinks.postgres.memory import PostgresMemoryStore
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
 from sinks.qdrant.edge import QdrantEdgeIndex
@@ -753,7 +754,7 @@ async def run(args: argparse.Namespace, bootstrap: str, dsn: str) -> None:
         b = Bench(
             args=args,
             pool=pool,
-            service=MemoryService(pool),
+            service=MemoryService(PostgresMemoryStore(pool)),
             index=index,
             embedder=embedder,
             sparse=Bm25Sparse(),

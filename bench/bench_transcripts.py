@@ -126,7 +126,9 @@ class BenchStore(ClickHouseTranscriptStore):
     """The real store, plus read-only queries of the benchmark's own (run on the store's thread)."""
 
     async def select(self, sql: str, params: dict[str, Any] | None = None) -> list[Sequence[Any]]:
-        rows = await self._run("bench query", lambda c: c.query(sql, parameters=params or {}).result_rows)
+        rows = await self._client.run(
+            "bench query", lambda c: c.query(sql, parameters=params or {}).result_rows
+        )
         return list(rows)
 
     async def select_timed(self, sql: str, params: dict[str, Any]) -> tuple[float, list[Sequence[Any]]]:
@@ -136,7 +138,7 @@ class BenchStore(ClickHouseTranscriptStore):
             started = time.monotonic()
             return started, list(client.query(sql, parameters=params).result_rows)
 
-        result: tuple[float, list[Sequence[Any]]] = await self._run("bench poll", call)
+        result: tuple[float, list[Sequence[Any]]] = await self._client.run("bench poll", call)
         return result
 
     async def settle_merges(self, limit_s: float = 120.0) -> float:

@@ -9,6 +9,7 @@ A key is issued for one surface (`Surface`): `agent` (the default: an agent plat
 memstream directly) or `mcp` (an MCP gateway relaying for its clients). Tools offered on agent
 surfaces only (the journal tools) do not exist for a caller with an `mcp` key.
 
+Keys are kept in an `ApiKeyStore` (`core.stores.api_keys`), passed to every function.
 `verify` raises `Unauthorized` with a message that says what is wrong (missing, malformed,
 unknown, revoked, or issued for another environment) and never echoes more than the prefix.
 """
@@ -21,13 +22,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-import asyncpg
-
 from core.errors import InvalidInput, NotFound, Unauthorized
 from core.ids import is_api_key, require_api_key_id, require_environment, require_id
 from core.inputs import check_text
-from sinks.postgres import api_keys as store
-from sinks.postgres.api_keys import ApiKeyRecord
+from core.stores.api_keys import ApiKeyRecord, ApiKeyStore
 
 KEY_PREFIX = "msk_"
 VISIBLE_PREFIX_CHARS = len(KEY_PREFIX) + 8
@@ -91,7 +89,7 @@ def _check_scope(account_id: str, environment: str) -> None:
 
 
 async def issue_key(
-    pool: asyncpg.Pool, account_id: str, environment: str, label: str = "", *, surface: str = AGENT_SURFACE
+    store: ApiKeyStore, account_id: str, environment: str, label: str = "", *, surface: str = AGENT_SURFACE
 ) -> str:
     """Create a key for `account_id` in `environment`, issued for `surface` (`agent` or `mcp`),
     and return it (the only time it is visible)."""
@@ -101,8 +99,7 @@ async def issue_key(
         raise InvalidInput(f"label is {len(label)} characters; the limit is {MAX_LABEL_CHARS}", field="label")
     check_text(label, "label")
     key = KEY_PREFIX + secrets.token_urlsafe(32)
-    await store.insert_key(
-        pool,
+    await store.insert(
         key_id=f"key_{uuid.uuid4().hex[:16]}",
         environment=environment,
         account_id=account_id,
@@ -114,13 +111,13 @@ async def issue_key(
     return key
 
 
-async def verify(pool: asyncpg.Pool, key: str | None, environment: str) -> Principal:
+async def verify(store: ApiKeyStore, key: str | None, environment: str) -> Principal:
     """The principal of a valid, unrevoked key of `environment`; Unauthorized otherwise."""
     if not key:
         raise Unauthorized("missing API key: send it as the header 'Authorization: Bearer msk_...'")
     if not is_api_key(key):
         raise Unauthorized("malformed API key: memstream keys look like 'msk_' followed by 43 characters")
-    record = await store.find_by_hash(pool, hash_key(key), environment=environment)
+    record = await store.find_by_hash(hash_key(key), environment=environment)
     if record is None:
         raise Unauthorized(
             f"unknown API key {visible_prefix(key)}...: no such key in environment {environment!r}"
@@ -135,15 +132,15 @@ async def verify(pool: asyncpg.Pool, key: str | None, environment: str) -> Princ
     )
 
 
-async def list_keys(pool: asyncpg.Pool, account_id: str, environment: str) -> list[ApiKeyRecord]:
+async def list_keys(store: ApiKeyStore, account_id: str, environment: str) -> list[ApiKeyRecord]:
     """The keys of one account (prefixes and labels only; keys cannot be recovered)."""
     _check_scope(account_id, environment)
-    return await store.list_keys(pool, environment=environment, account_id=account_id)
+    return await store.list(environment=environment, account_id=account_id)
 
 
-async def revoke_key(pool: asyncpg.Pool, account_id: str, environment: str, key_id: str) -> None:
+async def revoke_key(store: ApiKeyStore, account_id: str, environment: str, key_id: str) -> None:
     """Revoke one of the account's keys (idempotent); NotFound when the account has no such key."""
     _check_scope(account_id, environment)
     require_api_key_id(key_id)
-    if not await store.revoke_key(pool, environment=environment, account_id=account_id, key_id=key_id):
+    if not await store.revoke(environment=environment, account_id=account_id, key_id=key_id):
         raise NotFound(f"account {account_id!r} has no API key {key_id!r} in environment {environment!r}")

@@ -37,7 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.auth import Principal
 from core.journal.models import Message
 from core.journal.tokens import count_tokens
-from core.memory.pinned import MemoryScope, PinnedFact, PinnedFactsProvider, render_pinned
+from core.memory.models import MemoryScope
+from core.memory.pinned import PinnedFact, PinnedFactsProvider, render_pinned
 from core.stores.journal import Journal
 from core.summaries.models import Summary, SummaryReader
 from core.threads import ThreadService, journal_call

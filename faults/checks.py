@@ -354,7 +354,7 @@ def read_guards(
 ) -> dict[str, float]:
     """Held flush-and-summarize guards: thread -> seconds held (from the lease left). `namespace` is
     the deployment's (`memstream.wiring.processors.threshold_namespace`); keys as
-    `ThresholdStore.guard_key`."""
+    `RedisThresholdStore.guard_key`."""
     client = redis.Redis.from_url(redis_url, socket_timeout=5)
     try:
         held = {}

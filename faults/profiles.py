@@ -34,7 +34,9 @@ class Profile:
 
 SHORT = Profile(
     "short",
-    plan=("node-kill", "tree-kill", *EVERY_FAULT, "fuzz", "poison-record"),
+    # the broker is killed twice: the second time on a stack that already lived through one, while
+    # the consumers carry positions and offsets of the topics the first kill replaced
+    plan=("node-kill", "tree-kill", *EVERY_FAULT, "broker-kill", "fuzz", "poison-record"),
 )
 
 

@@ -7,6 +7,7 @@ from core.config import Settings
 from core.memory.clock import Clock, utc_now
 from core.memory.hygiene import HygieneReport, run_hygiene
 from core.memory.service import MemoryService
+from sinks.postgres.memory import PostgresMemoryStore
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
 
@@ -18,6 +19,6 @@ async def hygiene_once(settings: Settings, clock: Clock = utc_now) -> HygieneRep
     pool = await create_pool(settings.postgres, max_size=2)
     try:
         await migrate(pool)
-        return await run_hygiene(MemoryService(pool, clock), clock())
+        return await run_hygiene(MemoryService(PostgresMemoryStore(pool), clock), clock())
     finally:
         await pool.close()

@@ -11,7 +11,8 @@ alone and `/readyz` reports it degraded: a processor never stops the node), the 
 (`processors.compaction_recovery`: requests lost with the broker are requested again), the daily
 hygiene pass,
 then the API (with the operator commands under `/admin/v1`, behind the admin token: configured, or
-generated into `{data_dir}/admin.token`).
+generated into `{data_dir}/admin.token`). The components are built by `memstream.wiring.node`;
+this module owns the server and the order of shutdown.
 Shutdown runs the other way round: the API stops taking appends, the relay publishes what is
 durable, processors commit what is done, the journal and the pool close.
 """
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 from collections.abc import Iterator, Sequence
 
@@ -29,83 +29,19 @@ import uvicorn
 
 from core.config import Settings
 from core.errors import JournalFenced
-from core.journal.models import Message, NewMessage, ThreadRef
-from core.memory.clock import utc_now
-from core.memory.hygiene import run_daily
-from core.stores.journal import Journal
-from core.stores.transcripts import TranscriptUnavailable
-from core.transcripts.tools import JournalTools
 from memstream import exit_codes
 from memstream.api.access_log import log_config
-from memstream.api.app import create_app
-from memstream.api.routes.admin import AdminDeps, Rebuilder, admin_router
-from memstream.engines import Engines
-from memstream.fencing import watch_fence
 from memstream.ops.admin_token import ensure_admin_token
-from memstream.ops.progress import ProgressCallback
-from memstream.ops.rebuild import rebuild_clickhouse, rebuild_qdrant
 from memstream.permissions import restrict_dir, restrict_umask
 from memstream.shutdown import StopSignals
-from memstream.wiring.api import build_api_deps, build_memory_deps
-from memstream.wiring.processors import build_recovery, consumers_of, create_processor, processor_names
-from processors.compaction_recovery import CompactionRecovery
-from sinks.objectstore.health import ObjectStoreProbe
+from memstream.wiring.node import build_node
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
-from sinks.postgres.progress import PostgresProgress
-from sinks.redis.summary_cache import RedisSummaryCache
 from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
-from streams.relays.journal import JOURNAL_TOPIC, Relay
-from streams.relays.memory_entries import EntriesOutboxRelay
-from streams.runtime.processor import group_id
-from streams.runtime.supervisor import ProcessorSupervisor
-from streams.topic_sync import (
-    EntriesTopicGuard,
-    JournalTopicGuard,
-    TopicSync,
-    compaction_guards,
-    in_admin_thread,
-)
 from streams.topics import load_topics
 
 log = logging.getLogger("memstream.node")
-
-
-class NotifyingJournal:
-    """The journal, waking the relay after every durable append (instead of it polling)."""
-
-    def __init__(self, journal: SlateJournal, relay: Relay) -> None:
-        self._journal = journal
-        self._relay = relay
-
-    async def append(
-        self, thread: ThreadRef, agent_id: str, user_id: str | None, messages: Sequence[NewMessage]
-    ) -> list[Message]:
-        stored = await self._journal.append(thread, agent_id, user_id, messages)
-        self._relay.notify()
-        return stored
-
-    async def last(self, thread: ThreadRef, n: int) -> list[Message]:
-        return await self._journal.last(thread, n)
-
-    async def after(self, thread: ThreadRef, offset: int, limit: int = 1000) -> list[Message]:
-        return await self._journal.after(thread, offset, limit)
-
-    async def read_from_seq(self, after_seq: int, limit: int) -> list[Message]:
-        return await self._journal.read_from_seq(after_seq, limit)
-
-    async def last_seq(self) -> int:
-        return await self._journal.last_seq()
-
-    async def get_cursor(self, name: str) -> int:
-        return await self._journal.get_cursor(name)
-
-    async def set_cursor(self, name: str, seq: int) -> None:
-        await self._journal.set_cursor(name, seq)
-
-    async def close(self) -> None:
-        await self._journal.close()
 
 
 async def run_node(settings: Settings, stop: asyncio.Event) -> None:
@@ -148,81 +84,10 @@ async def _serve(
     created_topics: Sequence[str],
     admin_token: str,
 ) -> None:
-    topic_sync: TopicSync
-    recovery: CompactionRecovery
-
-    async def topic_missing() -> None:
-        # The broker lost a topic while we ran (the embedded broker keeps topics in memory): declare
-        # the topics again and publish what the consumers lack (they are idempotent).
-        report = await in_admin_thread(apply_topics, settings, load_topics())
-        recovery.topics_applied(report.created)
-        await topic_sync.check(created=report.created)
-
-    progress = PostgresProgress(pool)
-    relay = Relay(journal, settings, on_topic_missing=topic_missing, bounds_store=progress)
-    entries_relay = EntriesOutboxRelay(pool, settings)
-    journal_groups = [group_id(name, settings) for name in consumers_of(JOURNAL_TOPIC)]
-    journal_guard = JournalTopicGuard(journal, relay, progress, journal_groups)
-    topic_sync = TopicSync(
-        settings,
-        [
-            journal_guard,
-            EntriesTopicGuard(pool, entries_relay),
-            *compaction_guards(settings, pool, lambda: recovery.topics_lost()),
-        ],
-        on_topics_applied=lambda created: recovery.topics_applied(created),
-    )
-    api_journal: Journal = NotifyingJournal(journal, relay)
-    engines = Engines(settings, journal=journal, pool=pool)
-    recovery = build_recovery(
-        settings, engines, created_topics=created_topics, on_topic_missing=topic_missing
-    )
-    await topic_sync.check(created=created_topics)  # before the relays run
-    memory = build_memory_deps(pool, engines.embedder(), engines.sparse(), engines.index())
-    summary_cache = RedisSummaryCache.from_settings(settings)  # Redis: embedded or configured
-    transcripts = engines.transcripts()
-    try:
-        await transcripts.ensure_schema()
-    except TranscriptUnavailable as exc:  # a server DSN that is down: the projection creates it later
-        log.warning("ClickHouse is not reachable yet (%s): transcript search answers 503 until it is", exc)
-    await ObjectStoreProbe.from_settings(settings).log_if_not_ready()  # e.g. a missing S3 bucket
-    journal_tools = JournalTools.build(transcripts, engines.chat_model())
-    supervisor = ProcessorSupervisor(  # restarts a crashed processor alone: it never stops the node
-        {
-            name: functools.partial(create_processor, name, settings, engines=engines)
-            for name in processor_names()
-        },
-        settings,
-        progress=progress,
-    )
-    app = create_app(
-        build_api_deps(
-            settings,
-            api_journal,
-            pool,
-            memory=memory,
-            summary_cache=summary_cache,
-            transcripts=journal_tools,
-            processors=supervisor,
-        )
-    )
-    app.include_router(
-        admin_router(
-            AdminDeps(
-                settings=settings,
-                token=admin_token,
-                journal=api_journal,
-                relay=relay,
-                processors=supervisor,
-                transcripts=engines.transcripts,
-                rebuilders=_rebuilders(engines, journal_guard),
-                forget_progress=progress.forget,
-            )
-        )
-    )
+    node = await build_node(settings, pool, journal, created_topics=created_topics, admin_token=admin_token)
     server = _NodeServer(
         uvicorn.Config(
-            app,
+            node.app,
             host=settings.api_host,
             port=settings.api_port,
             log_level="info",
@@ -232,17 +97,7 @@ async def _serve(
     )
     components_stop = asyncio.Event()
     api = asyncio.create_task(server.serve(), name="api")
-    components = [
-        asyncio.create_task(relay.run(components_stop), name="relay"),
-        asyncio.create_task(entries_relay.run(components_stop), name="memory-outbox-relay"),
-        asyncio.create_task(supervisor.run(components_stop), name="processors"),
-        asyncio.create_task(recovery.run(components_stop), name="compaction-recovery"),
-        asyncio.create_task(topic_sync.run(components_stop), name="topic-sync"),
-        asyncio.create_task(
-            run_daily(memory.service, utc_now, components_stop, at=settings.hygiene_at), name="hygiene"
-        ),
-        asyncio.create_task(watch_fence(journal, components_stop), name="fence-watch"),
-    ]
+    components = node.tasks(components_stop)
     stopper = asyncio.create_task(stop.wait(), name="stop")
     try:
         done, _ = await asyncio.wait({api, *components, stopper}, return_when=asyncio.FIRST_COMPLETED)
@@ -257,28 +112,11 @@ async def _serve(
         components_stop.set()
         stopper.cancel()
         results = await asyncio.gather(*components, return_exceptions=True)
-        await relay.close()
-        await entries_relay.close()
-        await engines.close()
-        await summary_cache.aclose()
+        await node.close()
     errors = [r for r in results if isinstance(r, Exception)]
     errors.sort(key=lambda error: not isinstance(error, JournalFenced))  # a fence explains the rest
     if errors and not stop.is_set():
         raise errors[0]
-
-
-def _rebuilders(engines: Engines, journal_guard: JournalTopicGuard) -> dict[str, Rebuilder]:
-    """`memstream rebuild clickhouse|qdrant`, run over the node's engines (the journal topic is
-    first refilled from seq 1 when it may lack early seqs: the rebuild reads all of them)."""
-
-    async def clickhouse(progress: ProgressCallback) -> object:
-        await journal_guard.ensure_full_history()
-        return await rebuild_clickhouse(engines, progress=progress)
-
-    async def qdrant(progress: ProgressCallback) -> object:
-        return await rebuild_qdrant(engines, progress=progress)
-
-    return {"clickhouse": clickhouse, "qdrant": qdrant}
 
 
 class _NodeServer(uvicorn.Server):

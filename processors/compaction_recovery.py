@@ -41,9 +41,9 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from core.stores.compactions import CompactionLedger, OpenCompaction
 from core.stores.thresholds import ThreadScope
 from processors.thresholds import RequestNotDelivered, Thresholds
-from sinks.postgres.compactions import OpenCompaction, PostgresCompactions
 from streams.producer import RecordsNotConfirmed
 
 log = logging.getLogger("memstream.compaction_recovery")
@@ -81,7 +81,7 @@ class CompactionRecovery:
     def __init__(
         self,
         thresholds: Thresholds,
-        ledger: PostgresCompactions,
+        ledger: CompactionLedger,
         *,
         interval_s: float = INTERVAL_S,
         rerequest_after_s: float = REREQUEST_AFTER_S,

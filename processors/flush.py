@@ -51,8 +51,7 @@ from core.errors import InvalidInput
 from core.journal.models import Message
 from core.journal.reading import messages_between
 from core.memory.agents import AgentRef, AgentService
-from core.memory.models import Provenance
-from core.memory.pinned import MemoryScope
+from core.memory.models import MemoryScope, Provenance
 from core.memory.service import MemoryService
 from core.stores.journal import Journal
 from processors.errors import NeedsNode
@@ -179,7 +178,7 @@ def _short(exc: BaseException) -> str:
 
 
 class Flush(Processor):
-    """The `flush` processor (module doc). `journal`, `agents` and `memory` are the node's (agent
+    """The `flush` processor (module doc). `journal`, `memory` and `agents` are the node's (agent
     memory over its Postgres pool); the chat model is `chat_model` or, when None,
     `open_chat_model()` called in `start`; `publisher` (to compaction.flushed) is built in `start`
     when not given. Construction does no I/O; `start` refuses (NeedsNode) without the journal or
@@ -189,8 +188,8 @@ class Flush(Processor):
         self,
         settings: Settings,
         journal: Journal | None,
-        agents: AgentService | None,
         memory: MemoryService | None,
+        agents: AgentService | None,
         chat_model: ChatModel | None = None,
         *,
         open_chat_model: Callable[[], ChatModel] | None = None,
@@ -202,8 +201,8 @@ class Flush(Processor):
         self.source_topics = (SOURCE_TOPIC,)
         self.settings = settings
         self.journal = journal
-        self.agents = agents
         self.memory = memory
+        self.agents = agents
         self.chat_model = chat_model
         self._open_chat_model = open_chat_model
         self.output = TopicOutput(

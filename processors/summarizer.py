@@ -21,7 +21,7 @@ Per request (`Summarizer.handle`; the pure decisions are `step`, `next_summary` 
    `expected_version=current.version`. A `SummaryVersionConflict` re-reads and re-checks (at most
    `MAX_CONFLICTS` times).
 4. After the summary is durable (or found covering): settle the thread's compaction in the
-   durable ledger (`PostgresCompactions.settle`: the request in flight is closed, so recovery does
+   durable ledger (`CompactionLedger.settle`: the request in flight is closed, so recovery does
    not request it again), `reset_counters(scope, last + 1)` and release the guard, then the lock.
 
 Summary versions never go backwards: the store is a `MonotonicSummaryStore` over a durable
@@ -53,7 +53,10 @@ from core.chat.base import ChatModel, ModelError, ModelRequestRejected, ModelUns
 from core.errors import JournalUnavailable, MemstreamError
 from core.journal.models import Message
 from core.journal.reading import messages_between
+from core.stores.compactions import CompactionLedger
 from core.stores.journal import Journal
+from core.stores.locks import Lease, Locks
+from core.stores.thresholds import ThresholdStore
 from core.summaries.models import (
     Summary,
     SummaryStore,
@@ -63,9 +66,6 @@ from core.summaries.models import (
     summarization_lock_name,
 )
 from processors.errors import NeedsNodeJournal
-from sinks.postgres.compactions import PostgresCompactions
-from sinks.redis.locks import Lease, RedisLocks
-from sinks.redis.thresholds import ThresholdStore
 from streams.codecs import compaction_flushed
 from streams.codecs.compaction_flushed import CompactionFlushed
 from streams.runtime.errors import SinkUnavailable
@@ -183,9 +183,9 @@ class Summarizer(Processor):
         *,
         thresholds: ThresholdStore,
         summaries: SummaryStore | None,
-        locks: RedisLocks,
+        locks: Locks,
         journal: Journal | None,
-        ledger: PostgresCompactions | None,
+        ledger: CompactionLedger | None,
         chat_model: ChatModel | None = None,
         chat_model_factory: Callable[[], ChatModel] | None = None,
         open_summaries: Callable[[], SummaryStore] | None = None,
@@ -295,7 +295,7 @@ class Summarizer(Processor):
                 log.warning("lost the lock %s while summarizing; going on (versions are checked)", lease.name)
                 return
 
-    def _ledger(self) -> PostgresCompactions:
+    def _ledger(self) -> CompactionLedger:
         if self.ledger is None:
             raise NeedsNodeJournal("the summarizer needs the node's Postgres pool")
         return self.ledger

@@ -3,7 +3,7 @@ compaction when a thread crosses `TOKEN_LIMIT` tokens or `MESSAGE_LIMIT` message
 
 Input: `journal.messages`. Output: `compaction.requested` (key thread_id; `compaction_request`).
 
-Per message, in one Redis script (`sinks.redis.thresholds.ThresholdStore.count`): add it to the
+Per message, in one Redis script (`sinks.redis.thresholds.RedisThresholdStore.count`): add it to the
 thread's counters when it is the next offset (a message already counted changes nothing, so
 redelivery, replay and republish never count twice), check the thresholds (`crossing`, the pure
 rule) and, when crossed, take the thread's flush-and-summarize guard. Only a crossing that took the
@@ -47,12 +47,11 @@ from typing import Any, Literal
 from core.config import Settings
 from core.journal.models import Message, ThreadRef
 from core.journal.reading import messages_between
+from core.stores.compactions import CompactionLedger
 from core.stores.journal import Journal
-from core.stores.thresholds import Outcome, ThreadScope
+from core.stores.thresholds import Outcome, ThreadScope, ThresholdStore
 from core.summaries.models import SummaryWriter
 from processors.errors import NeedsNodeJournal
-from sinks.postgres.compactions import PostgresCompactions
-from sinks.redis.thresholds import ThresholdStore
 from streams.codecs import compaction_requested, journal_messages
 from streams.codecs.compaction_requested import CompactionRequest, timestamp
 from streams.codecs.records import EncodedEvent
@@ -194,7 +193,7 @@ class Thresholds(Processor):
         journal: Journal | None,
         summaries: SummaryWriter | None,
         *,
-        ledger: PostgresCompactions | None,
+        ledger: CompactionLedger | None,
         open_summaries: Callable[[], SummaryWriter] | None = None,
         name: str = NAME,
         publisher: BatchPublisher | None = None,
@@ -371,7 +370,7 @@ class Thresholds(Processor):
         when the broker did not confirm every one."""
         await self.output.send([OutgoingRecord(e.key, e.value) for e in events], what="compaction requests")
 
-    def _ledger(self) -> PostgresCompactions:
+    def _ledger(self) -> CompactionLedger:
         if self.ledger is None:
             raise NeedsNodeJournal("the thresholds processor needs the node's Postgres pool")
         return self.ledger

@@ -31,6 +31,14 @@ Guards:
   (`processors.compaction_recovery`), whoever brought the topic back (the node's own
   `apply_topics` reports what it created, but a topic may come back by another way).
 
+A replaced topic (a refill, not the first identity recorded) also gets its consumers restarted
+before the refill, when `restart_consumers` is set (the node sets it once its processors exist:
+`memstream.ops.topic_restart`); a check restarts those of every replaced topic at once. Nothing
+this node's consumers knew of the old topic - positions, offsets acked there and not committed
+yet - may reach the new one, or the group would skip the lower offsets of the refilled topic for
+good. A restart that fails fails the check, so the identity is not stored and the next check
+refills and restarts again.
+
 `check()` runs at node start, from the relay's topic-missing hook, and every `interval_s` in `run`
 (the periodic consistency check); checks are serialised. Logs: `memstream.topic_sync`.
 
@@ -49,8 +57,9 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import asyncpg
@@ -276,6 +285,8 @@ class TopicSync:
         self.registry = registry or default_registry()
         self.interval_s = interval_s
         self.refills = 0
+        self.restart_consumers: Callable[[str], Awaitable[None]] | None = None
+        """Restarts the consumers of a replaced topic (declared name) from its beginning (module doc)."""
         self._lock = asyncio.Lock()
         self._failure_logged_at = -FAILURE_LOG_INTERVAL_S
 
@@ -284,9 +295,11 @@ class TopicSync:
         Returns the names of the topics that were refilled."""
         refilled: list[str] = []
         async with self._lock:
-            for guard in self.guards:
-                if await self._check(guard, guard.name in created):
-                    refilled.append(guard.name)
+            found = [await self._inspect(guard, guard.name in created) for guard in self.guards]
+            await self._restart_consumers([state.guard.name for state in found if state.replaced])
+            for state in found:
+                if await self._settle(state):
+                    refilled.append(state.guard.name)
         return refilled
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -318,7 +331,8 @@ class TopicSync:
                         "topic consistency check failed (%r); retrying in %.0fs", exc, self.interval_s
                     )
 
-    async def _check(self, guard: TopicGuard, created: bool) -> bool:
+    async def _inspect(self, guard: TopicGuard, created: bool) -> _Found:
+        """The topic's identity now (applying topics.yaml when it is missing) next to the stored one."""
         broker_name = topic_name(self.settings, guard.name, registry=self.registry)
         bootstrap = self.settings.broker_bootstrap
         identity = await in_admin_thread(topic_identity, bootstrap, broker_name, timeout=IDENTITY_TIMEOUT_S)
@@ -334,15 +348,32 @@ class TopicSync:
                 raise TopicAdminError(
                     f"{broker_name} is still missing on {bootstrap} after applying topics.yaml"
                 )
-        current = fingerprint(identity)
-        stored = await guard.stored()
+        return _Found(guard, broker_name, fingerprint(identity), await guard.stored(), created)
+
+    async def _restart_consumers(self, topics: Sequence[str]) -> None:
+        """Restart the consumers of every replaced topic at once (module doc); the first failure
+        raises once all of them ended."""
+        if not topics or self.restart_consumers is None:
+            return
+        results = await asyncio.gather(
+            *(self.restart_consumers(topic) for topic in topics), return_exceptions=True
+        )
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
+    async def _settle(self, found: _Found) -> bool:
+        """Act on what `_inspect` found: catch up, record the first identity, or refill; True when
+        something was published again."""
+        guard, broker_name, current, stored = found.guard, found.broker_name, found.current, found.stored
+        bootstrap = self.settings.broker_bootstrap
         if stored == current:
             caught_up = await guard.catch_up()
             if caught_up is not None:
                 self.refills += 1
                 log.warning("%s on %s: %s", broker_name, bootstrap, caught_up)
             return caught_up is not None
-        if stored == 0 and not created:
+        if not found.replaced:
             log.info("%s: recording its identity on %s (nothing was recorded before)", broker_name, bootstrap)
             await guard.store(current)
             return False
@@ -360,3 +391,23 @@ class TopicSync:
             done,
         )
         return True
+
+
+@dataclass(frozen=True)
+class _Found:
+    """One guarded topic as a check found it."""
+
+    guard: TopicGuard
+    broker_name: str
+    current: int
+    """The topic's fingerprint now."""
+    stored: int
+    """The fingerprint stored with the progress (0: none)."""
+    created: bool
+    """The topic was just created (by the caller or by this check)."""
+
+    @property
+    def replaced(self) -> bool:
+        """The topic is not the one the progress was confirmed on: refill it (a topic nothing was
+        stored for yet, and that existed before, is trusted instead)."""
+        return self.stored != self.current and (self.stored != 0 or self.created)

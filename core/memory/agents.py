@@ -11,16 +11,15 @@ name raises `InvalidInput` naming it and the known ones, and nothing is written.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable
 
-import asyncpg
 from pydantic import BaseModel, ConfigDict
 
 from core.errors import InvalidInput
 from core.ids import require_environment, require_id
 from core.memory.models import MEMORY_CAPABILITY
-from sinks.postgres import agents as store
-from sinks.postgres.agents import AgentRecord
+from core.stores.agents import AgentRecord, AgentStore
 
 KNOWN_CAPABILITIES: frozenset[str] = frozenset({MEMORY_CAPABILITY})
 MAX_CAPABILITIES = 32
@@ -65,23 +64,23 @@ def normalise_capabilities(capabilities: Iterable[object]) -> frozenset[str]:
 
 
 class AgentService:
-    """Capability bindings over PostgreSQL."""
+    """Capability bindings over an `AgentStore`."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self._pool = pool
+    def __init__(self, store: AgentStore) -> None:
+        self._store = store
 
     async def bind(self, agent: AgentRef, capabilities: Iterable[object]) -> AgentRecord:
         """Set the agent's capabilities to exactly `capabilities` (an empty list unbinds all)."""
         _check_ref(agent)
         names = normalise_capabilities(capabilities)
-        return await store.upsert_capabilities(
-            self._pool, agent.environment, agent.account_id, agent.agent_id, sorted(names)
+        return await self._store.upsert_capabilities(
+            agent.environment, agent.account_id, agent.agent_id, sorted(names)
         )
 
     async def get(self, agent: AgentRef) -> AgentRecord | None:
         """The agent's binding row, or None when it never had one."""
         _check_ref(agent)
-        return await store.get_agent(self._pool, agent.environment, agent.account_id, agent.agent_id)
+        return await self._store.get(agent.environment, agent.account_id, agent.agent_id)
 
     async def capabilities(self, agent: AgentRef) -> set[str]:
         """The agent's capabilities (empty when it has no binding)."""
@@ -92,7 +91,7 @@ class AgentService:
         """True when the agent has the Memory capability bound."""
         return MEMORY_CAPABILITY in await self.capabilities(agent)
 
-    async def list(self, environment: str, account_id: str) -> list[AgentRecord]:
+    async def list(self, environment: str, account_id: str) -> builtins.list[AgentRecord]:
         """The account's agents that have a binding row, by agent_id."""
         _check_ref(AgentRef(environment=environment, account_id=account_id, agent_id="x"))
-        return await store.list_agents(self._pool, environment, account_id)
+        return await self._store.list(environment, account_id)

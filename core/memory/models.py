@@ -1,4 +1,5 @@
-"""Agent memory: the entry model, the rules' constants, and the `memory.entries` event.
+"""Agent memory: the entry model, the rules' constants, whose memory a call reads or writes
+(`MemoryScope`), and the `memory.entries` event.
 
 An entry is a curated fact that follows an agent across threads. Postgres is the authority; the
 Qdrant index is a projection fed by the `memory.entries` topic (key = `entry_key(...)`, value =
@@ -84,6 +85,17 @@ class MemoryEntry(BaseModel):
     created_at: datetime
     updated_at: datetime
     source: Provenance | None = None
+
+
+class MemoryScope(BaseModel):
+    """Whose memory to read: the thread's environment, account, agent and (optional) user."""
+
+    model_config = ConfigDict(frozen=True)
+
+    environment: str
+    account_id: str
+    agent_id: str
+    user_id: str | None
 
 
 class EntryEvent(BaseModel):

@@ -29,9 +29,9 @@ from typing import Literal, NamedTuple, Protocol
 from core.embeddings.base import Embedder, SparseEncoder
 from core.errors import InvalidInput
 from core.inputs import check_text
-from core.memory.models import CATEGORIES, RECALL_DEFAULT_LIMIT, RECALL_MAX_LIMIT, MemoryEntry
-from core.memory.pinned import MemoryScope
-from core.memory.service import ScoredEntry, check_key_prefix
+from core.memory.checks import check_key_prefix
+from core.memory.models import CATEGORIES, RECALL_DEFAULT_LIMIT, RECALL_MAX_LIMIT, MemoryEntry, MemoryScope
+from core.memory.reads import ScoredEntry
 from core.stores.vectors import CollectionRef, IndexFilter, VectorIndex
 
 log = logging.getLogger("memstream.memory.recall")

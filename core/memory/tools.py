@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.errors import Conflict, InvalidInput, NotFound
 from core.inputs import loads_json
+from core.memory.checks import MAX_KEY_PREFIX_CHARS
 from core.memory.models import (
     CATEGORIES,
     DEFAULT_IMPORTANCE,
@@ -35,12 +36,12 @@ from core.memory.models import (
     RECALL_MAX_LIMIT,
     Category,
     MemoryEntry,
+    MemoryScope,
     Provenance,
     Visibility,
 )
-from core.memory.pinned import MemoryScope
 from core.memory.recall import MAX_QUERY_CHARS, RecallResult
-from core.memory.service import MAX_KEY_PREFIX_CHARS, ForgetResult, StoreResult
+from core.memory.service import ForgetResult, StoreResult
 
 STORE = "memory_store"
 RECALL = "memory_recall"

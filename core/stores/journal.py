@@ -8,11 +8,14 @@ Contract:
   returns the stored message again (idempotent retry); with different content it raises Conflict.
 - After another writer has opened the same journal, every call raises JournalFenced.
 - Storage errors raise JournalUnavailable; there is no fallback and no cache.
+- `add_append_listener(listener)`: `listener()` is called after every append that wrote new
+  messages, once they are durable and readable (what wakes the relay), and possibly after others
+  (e.g. an idempotent retry); it must be quick and must not block.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from core.journal.models import Message, NewMessage, ThreadRef
@@ -47,6 +50,10 @@ class Journal(Protocol):
 
     async def set_cursor(self, name: str, seq: int) -> None:
         """Store a named cursor durably; returns when durable."""
+        ...
+
+    def add_append_listener(self, listener: Callable[[], None]) -> None:
+        """Call `listener()` after every append that wrote new messages (module contract)."""
         ...
 
     async def close(self) -> None: ...

@@ -1,12 +1,21 @@
-"""Per-thread threshold state (what the `thresholds` processor counts): whose counters
+"""Per-thread threshold state (what the `thresholds` processor counts): the store of the counters
+since the last summary and of the flush-and-summarize guard (`ThresholdStore`), whose counters
 (`ThreadScope`) and what counting one message did (`Outcome`). The adapter is
-`sinks.redis.thresholds.ThresholdStore` (its module doc has the key layout and the scripts).
+`sinks.redis.thresholds.RedisThresholdStore` (its module doc has the key layout and the scripts).
+
+Contract: counting is by offset. The counters of a thread are exactly the pure rule's fold
+(`processors.thresholds.fold`) of its agent's journal messages with `base <= offset <= upto`;
+a message at or below `upto` is never counted twice; a message past `upto + 1`, or a missing or
+stale state, is answered (`gap`, `rebuild`) for the caller to read the journal and `install` the
+result, which applies only while the state is still the one `count` saw. The guard is held from a
+crossing until released (or its lease runs out). The state is derived or coordination state only:
+losing it all is repaired by the rebuild. Storage errors propagate.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,3 +71,54 @@ class Outcome:
     @property
     def emits(self) -> bool:
         return self.kind in ("request", "resend")
+
+
+class ThresholdStore(Protocol):
+    async def count(self, scope: ThreadScope, offset: int, tokens: int) -> Outcome:
+        """Count the message at `offset` (of `tokens` tokens) and check the thresholds, atomically:
+        `counted`, `request`, `guarded`, or - nothing changed - `duplicate`, `resend`, `old`,
+        `rebuild`, `gap`."""
+        ...
+
+    async def install(
+        self,
+        scope: ThreadScope,
+        seen: Outcome,
+        *,
+        base: int,
+        upto: int,
+        tokens: int,
+        messages: int,
+        offset: int,
+    ) -> Outcome:
+        """Install the counters of the journal's messages (of the scope's agent) with
+        `base <= offset <= upto`, when the state is still what `count` answered as `seen` (a
+        `rebuild` or a `gap`); then check the thresholds at `upto` for the message at `offset`
+        (<= `upto`). Answers `exists` and changes nothing when the state changed meanwhile."""
+        ...
+
+    async def mark_sent(self, scope: ThreadScope, offset: int) -> None:
+        """The request decided at `offset` is durable on the broker: never resend it."""
+        ...
+
+    async def release_guard(self, scope: ThreadScope, *, up_to: int | None = None) -> bool:
+        """Release the flush-and-summarize guard. With `up_to`, only a guard taken at a crossing at
+        or before that offset is released (atomic). True when a guard was released."""
+        ...
+
+    async def hold_guard(self, scope: ThreadScope, offset: int) -> bool:
+        """Take the guard for the crossing at `offset` unless one is held. True when taken."""
+        ...
+
+    async def reset_counters(self, scope: ThreadScope, from_offset: int) -> None:
+        """After a summary covering offsets < `from_offset` was written: the counters restart from
+        there, marked stale (the next message recounts from the journal what was counted since)."""
+        ...
+
+    async def counters(self, scope: ThreadScope) -> dict[str, int] | None:
+        """The thread's state as integers (None when absent): for tests and operators."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close what the store owns."""
+        ...

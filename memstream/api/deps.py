@@ -21,10 +21,11 @@ import asyncpg
 
 from core.config import Settings
 from core.memory.agents import AgentService
-from core.memory.pinning import MemoryPinnedFacts
+from core.memory.pinned import MemoryPinnedFacts
 from core.memory.recall import Recaller
 from core.memory.service import MemoryService
 from core.memory.tools import MemoryTools
+from core.stores.api_keys import ApiKeyStore
 from core.stores.journal import Journal
 from core.threads import ThreadService
 from core.transcripts.tools import JournalTools
@@ -54,11 +55,14 @@ class MemoryDeps:
 
 @dataclass
 class ApiDeps:
-    """`settings.environment` scopes every request; `pool` serves API keys and threads."""
+    """`settings.environment` scopes every request; `api_keys` authenticates it; `agents` serves
+    the capability bindings (memory or not); `pool` is checked by `/readyz`."""
 
     settings: Settings
     journal: Journal
     pool: asyncpg.Pool
+    api_keys: ApiKeyStore
+    agents: AgentService
     threads: ThreadService
     context_reader: ContextReader
     readiness_timeout_s: float = 2.0

@@ -26,6 +26,6 @@ def principal_dependency(deps: ApiDeps) -> Callable[..., Awaitable[Principal]]:
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     ) -> Principal:
         key = credentials.credentials if credentials is not None else None
-        return await verify(deps.pool, key, deps.settings.environment)
+        return await verify(deps.api_keys, key, deps.settings.environment)
 
     return principal

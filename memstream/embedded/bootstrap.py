@@ -8,6 +8,7 @@ from pathlib import Path
 
 from core.auth import issue_key
 from core.config import Settings
+from sinks.postgres.api_keys import PostgresApiKeys
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
 
@@ -20,7 +21,9 @@ async def create_key(settings: Settings, account_id: str, label: str = "", *, su
     pool = await create_pool(settings.postgres, min_size=1, max_size=2)
     try:
         await migrate(pool)
-        return await issue_key(pool, account_id, settings.environment, label, surface=surface)
+        return await issue_key(
+            PostgresApiKeys(pool), account_id, settings.environment, label, surface=surface
+        )
     finally:
         await pool.close()
 

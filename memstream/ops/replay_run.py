@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from core.errors import Conflict, MemstreamError, NotFound
@@ -91,12 +91,16 @@ async def run_replay(
     idle_timeout_s: float = 30.0,
     progress: ProgressCallback = no_progress,
     forget_progress: Callable[[str], Awaitable[None]] | None = None,
+    topics: Mapping[str, str] | None = None,
 ) -> ReplayOutcome:
-    """See the module doc."""
+    """See the module doc. `topics` (declared name -> broker name): the processor's source topics
+    when it has no runtime in this node now (not started yet, or crashed); by default they come
+    from its runtime."""
     status = processor_status(supervisor, name)
-    if not status.source_topics:
+    if status.source_topics:
+        topics = dict(zip(status.declared_topics, status.source_topics, strict=True))
+    elif topics is None:
         raise Conflict(f"processor {name} has not started yet in this node: retry in a few seconds")
-    topics = dict(zip(status.declared_topics, status.source_topics, strict=True))
     progress(Progress("plan", 0, 1, f"reading offsets of group {status.group_id}"))
     plan = await asyncio.to_thread(offsets.plan, name, status.group_id, topics, start)
     active = list[str]()

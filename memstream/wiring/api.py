@@ -10,8 +10,7 @@ from core.config import Settings
 from core.embeddings.base import Embedder, SparseEncoder
 from core.memory.agents import AgentService
 from core.memory.clock import Clock, utc_now
-from core.memory.pinned import NoPinnedFacts, PinnedFactsProvider
-from core.memory.pinning import MemoryPinnedFacts
+from core.memory.pinned import MemoryPinnedFacts, NoPinnedFacts, PinnedFactsProvider
 from core.memory.recall import Recaller
 from core.memory.service import MemoryService
 from core.memory.tools import MemoryTools
@@ -25,6 +24,9 @@ from core.turn_context import ContextReader
 from memstream.api.deps import ApiDeps, MemoryDeps, ProcessorStatuses
 from sinks.objectstore.health import ObjectStoreProbe
 from sinks.objectstore.summaries import ObjectStoreSummaryReader
+from sinks.postgres.agents import PostgresAgents
+from sinks.postgres.api_keys import PostgresApiKeys
+from sinks.postgres.memory import PostgresMemoryStore
 from sinks.postgres.threads import PostgresThreadStore
 from sinks.redis.summary_cache import RedisSummaryCache
 
@@ -39,11 +41,11 @@ def build_memory_deps(
 ) -> MemoryDeps:
     """The standard wiring of agent memory over one pool, embedder, sparse encoder and index. Does
     no I/O."""
-    service = MemoryService(pool, clock)
+    service = MemoryService(PostgresMemoryStore(pool), clock)
     recaller = Recaller(service, embedder, sparse, index, model_id=embedder.model_id)
     return MemoryDeps(
         service=service,
-        agents=AgentService(pool),
+        agents=AgentService(PostgresAgents(pool)),
         recaller=recaller,
         tools=MemoryTools(service, recaller),
         pinned=MemoryPinnedFacts(service, clock),
@@ -86,6 +88,8 @@ def build_api_deps(
         settings=settings,
         journal=journal,
         pool=pool,
+        api_keys=PostgresApiKeys(pool),
+        agents=memory.agents if memory is not None else AgentService(PostgresAgents(pool)),
         threads=threads,
         context_reader=reader,
         memory=memory,

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # the processor modules load on use (each builder imports its
     from processors.qdrant_projection import QdrantProjection
     from processors.summarizer import Summarizer
     from processors.thresholds import Thresholds
-    from sinks.redis.thresholds import ThresholdStore
+    from sinks.redis.thresholds import RedisThresholdStore
 
 ProcessorFactory = Callable[[Settings, "Engines | None"], Processor]
 """Builds a processor. With `engines` (the node), shared engines are used and left open; without
@@ -46,18 +46,20 @@ def build_clickhouse_projection(settings: Settings, engines: Engines | None = No
 
 
 def build_flush(settings: Settings, engines: Engines | None = None) -> Flush:
-    """The processor with the node's journal, agent memory (over its Postgres pool) and chat model
+    """The processor with the node's journal, agent memory on its Postgres pool and its chat model
     (`engines`). Without the journal or the pool it refuses to start (NeedsNode). Does no I/O."""
     from core.memory.agents import AgentService
     from core.memory.service import MemoryService
     from processors.flush import Flush
+    from sinks.postgres.agents import PostgresAgents
+    from sinks.postgres.memory import PostgresMemoryStore
 
     pool = engines.pool if engines is not None else None
     return Flush(
         settings,
         engines.journal if engines is not None else None,
-        AgentService(pool) if pool is not None else None,
-        MemoryService(pool) if pool is not None else None,
+        MemoryService(PostgresMemoryStore(pool)) if pool is not None else None,
+        AgentService(PostgresAgents(pool)) if pool is not None else None,
         open_chat_model=engines.chat_model if engines is not None else None,
     )
 
@@ -95,14 +97,14 @@ def threshold_namespace(settings: Settings) -> str:
     return f"{DEFAULT_NAMESPACE}/{digest}"
 
 
-def threshold_store(settings: Settings) -> ThresholdStore:
+def threshold_store(settings: Settings) -> RedisThresholdStore:
     """The deployment's threshold state on `settings.redis` (its own client: `aclose` it). The
     summarizer uses it too: `release_guard(scope_of(message))` and `reset_counters(scope, offset)`
     after its summary is written. Does no I/O."""
     from processors.thresholds import MESSAGE_LIMIT, TOKEN_LIMIT
-    from sinks.redis.thresholds import ThresholdStore
+    from sinks.redis.thresholds import RedisThresholdStore
 
-    return ThresholdStore.from_url(
+    return RedisThresholdStore.from_url(
         settings.redis,
         token_limit=TOKEN_LIMIT,
         message_limit=MESSAGE_LIMIT,

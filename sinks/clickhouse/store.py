@@ -5,11 +5,10 @@ One class, one set of SQL statements for both DSN forms:
   is open on one path, no other path can be opened in the process);
 - `http(s)://user:password@host:port`: a ClickHouse server.
 
-clickhouse-connect is synchronous. Every call runs on one dedicated worker thread so the event
-loop never blocks: a store on a server has its own thread; every chdb store of the process shares
-one thread (the engine is in-process: access is serialized). The client is created on first use
-(in that thread) and re-created after a connection failure, so a store built while ClickHouse is
-down starts working when it comes back.
+Every call runs through a `sinks.clickhouse.client.ClickHouseClient`: on a dedicated worker
+thread (one per server store; one shared by every chdb store of the process), connecting on first
+use and again after a connection failure, so a store built while ClickHouse is down starts
+working when it comes back.
 
 Values are always bound parameters (`{name:Type}` placeholders: sent to the server as query
 parameters over HTTP, handed to chdb's own parameter binding in-process), never formatted into
@@ -18,25 +17,19 @@ SQL; only database and table names are, after `check_identifier`.
 Reads are dedup-safe: each message counts once although the table may still hold a copy that the
 `ReplacingMergeTree` has not merged away yet (`LIMIT 1 BY` the message key, or `uniqExact` over it).
 Errors: connection failures and transient server errors (timeouts, too many parts, memory limit,
-...) raise `TranscriptUnavailable`; other errors (a bug in a query, a schema mismatch) propagate.
+...: `client.is_transient`) raise `TranscriptUnavailable`; other errors (a bug in a query, a
+schema mismatch) propagate.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import re
-import threading
 import uuid
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
-import clickhouse_connect
 from clickhouse_connect.driver.client import Client
-from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 
 from core.stores.transcripts import (
     MessageHit,
@@ -46,9 +39,9 @@ from core.stores.transcripts import (
     ToolCallPart,
     TranscriptRow,
     TranscriptScope,
-    TranscriptUnavailable,
 )
 from core.transcripts.tool_calls import ToolCallMessage, group_calls
+from sinks.clickhouse.client import ClickHouseClient
 from sinks.clickhouse.schema import (
     COLUMNS,
     INSTANCE_TABLE,
@@ -60,10 +53,6 @@ from sinks.clickhouse.schema import (
     create_table,
     create_view,
 )
-
-log = logging.getLogger("memstream.clickhouse")
-
-T = TypeVar("T")
 
 _TOKEN_SPLIT_RE = re.compile(r"[\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]+")
 """What the `splitByNonAlpha` tokenizer splits on: every ASCII character that is not a letter or
@@ -79,52 +68,10 @@ QUERY_TOKENS_SQL = (
 tokens (`lowerUTF8`, then `splitByNonAlpha`): the distinct ones, in order, at most 64. Lower-casing
 in Python instead would disagree with the server's Unicode tables for some characters."""
 
-# ClickHouse error codes that mean "try again later" rather than "this request is wrong"
-_TRANSIENT_CODES = frozenset(
-    {
-        159,  # TIMEOUT_EXCEEDED
-        164,  # READONLY
-        202,  # TOO_MANY_SIMULTANEOUS_QUERIES
-        203,  # NO_FREE_CONNECTION
-        209,  # SOCKET_TIMEOUT
-        210,  # NETWORK_ERROR
-        241,  # MEMORY_LIMIT_EXCEEDED
-        242,  # TABLE_IS_READ_ONLY
-        252,  # TOO_MANY_PARTS
-        285,  # TOO_FEW_LIVE_REPLICAS
-        319,  # UNKNOWN_STATUS_OF_INSERT
-        425,  # SYSTEM_ERROR
-        999,  # KEEPER_EXCEPTION
-    }
-)
-_CODE_RE = re.compile(r"Code: (\d+)\.")
-
-_chdb_executor: ThreadPoolExecutor | None = None
-_chdb_executor_lock = threading.Lock()
-
-
-def _shared_chdb_executor() -> ThreadPoolExecutor:
-    """The single thread every chdb store of this process runs its calls on."""
-    global _chdb_executor
-    with _chdb_executor_lock:
-        if _chdb_executor is None:
-            _chdb_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memstream-chdb")
-        return _chdb_executor
-
 
 def has_query_tokens(query: str) -> bool:
     """True when `query` has at least one token (a letter, a digit or a non-ASCII character)."""
     return any(_TOKEN_SPLIT_RE.split(query))
-
-
-def is_transient(exc: BaseException) -> bool:
-    """True for a connection failure or a server error worth retrying later."""
-    if isinstance(exc, OperationalError):
-        return True
-    if isinstance(exc, DatabaseError):
-        match = _CODE_RE.search(str(exc))
-        return match is not None and int(match.group(1)) in _TRANSIENT_CODES
-    return isinstance(exc, (ConnectionError, TimeoutError))
 
 
 def _utc(value: datetime) -> datetime:
@@ -185,73 +132,16 @@ class ClickHouseTranscriptStore:
         connect_timeout_s: float = 5.0,
         query_timeout_s: float = 60.0,
     ) -> None:
-        if not dsn.startswith(("chdb://", "http://", "https://")):
-            raise ValueError(
-                f"unsupported ClickHouse DSN scheme in {dsn.split('://')[0]!r}: use chdb:///DIR or http(s)://"
-            )
+        self._client = ClickHouseClient(
+            dsn, connect_timeout_s=connect_timeout_s, query_timeout_s=query_timeout_s
+        )
         self.dsn = dsn
         self.database = check_identifier(database)
-        self.embedded = dsn.startswith("chdb://")
-        self.connect_timeout_s = connect_timeout_s
-        self.query_timeout_s = query_timeout_s
-        self._client: Client | None = None
-        self._closed = False
+        self.embedded = self._client.embedded
         self._instance_id: str | None = None
-        self._executor = (
-            _shared_chdb_executor()
-            if self.embedded
-            else ThreadPoolExecutor(max_workers=1, thread_name_prefix="memstream-clickhouse")
-        )
-
-    # ------------------------------------------------------------------ plumbing
 
     def _table(self, table: str | None) -> str:
         return f"{self.database}.{check_identifier(table or TABLE)}"
-
-    def _connect(self) -> Client:
-        if self._client is None:
-            if self.embedded:
-                path = self.dsn.removeprefix("chdb://")
-                if not path:
-                    raise ValueError(
-                        "clickhouse DSN chdb:// needs a directory, e.g. chdb:///var/lib/memstream/ch"
-                    )
-                Path(path).mkdir(parents=True, exist_ok=True)
-                self._client = clickhouse_connect.get_client(dsn=self.dsn)
-            else:
-                self._client = clickhouse_connect.get_client(
-                    dsn=self.dsn,
-                    connect_timeout=self.connect_timeout_s,
-                    send_receive_timeout=self.query_timeout_s,
-                    autogenerate_session_id=False,
-                )
-        return self._client
-
-    def _drop_client(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            try:
-                client.close()
-            except Exception:  # closing a broken client: nothing left to do
-                log.debug("closing a failed ClickHouse client", exc_info=True)
-
-    async def _run(self, what: str, call: Callable[[Client], T]) -> T:
-        """Run `call(client)` on the worker thread; transient failures -> TranscriptUnavailable."""
-        if self._closed:
-            raise RuntimeError("the transcript store is closed")
-
-        def work() -> T:
-            try:
-                return call(self._connect())
-            except Exception as exc:
-                if is_transient(exc):
-                    if isinstance(exc, OperationalError) and not self.embedded:
-                        self._drop_client()
-                    raise TranscriptUnavailable(f"ClickHouse {what} failed: {exc}") from exc
-                raise
-
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, work)
 
     # ------------------------------------------------------------------ schema
 
@@ -263,7 +153,7 @@ class ClickHouseTranscriptStore:
             client.command(create_table(db))
             client.command(create_view(db))
 
-        await self._run("schema creation", call)
+        await self._client.run("schema creation", call)
 
     async def instance_id(self) -> str:
         if self._instance_id is None:
@@ -280,12 +170,12 @@ class ClickHouseTranscriptStore:
                     rows = client.query(first).result_rows
                 return str(rows[0][0])
 
-            self._instance_id = await self._run("instance id", call)
+            self._instance_id = await self._client.run("instance id", call)
         return self._instance_id
 
     async def create_rebuild_table(self) -> str:
         name = f"{REBUILD_PREFIX}{uuid.uuid4().hex[:12]}"
-        await self._run("create table", lambda c: c.command(create_table(self.database, name)))
+        await self._client.run("create table", lambda c: c.command(create_table(self.database, name)))
         return name
 
     async def swap_in(self, table: str) -> None:
@@ -297,28 +187,22 @@ class ClickHouseTranscriptStore:
             client.command(f"EXCHANGE TABLES {live} AND {new}")
             client.command(f"DROP TABLE IF EXISTS {new} SYNC")
 
-        await self._run("table swap", call)
+        await self._client.run("table swap", call)
 
     async def drop_table(self, table: str) -> None:
         name = self._table(table)
         if name == self._table(None):
             raise ValueError("drop_table refuses to drop the live table")
-        await self._run("drop table", lambda c: c.command(f"DROP TABLE IF EXISTS {name} SYNC"))
+        await self._client.run("drop table", lambda c: c.command(f"DROP TABLE IF EXISTS {name} SYNC"))
 
     async def ping(self) -> None:
         def call(client: Client) -> None:
             client.command("SELECT 1")
 
-        await self._run("ping", call)
+        await self._client.run("ping", call)
 
     async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, self._drop_client)
-        if not self.embedded:
-            self._executor.shutdown(wait=True)
+        await self._client.close()
 
     # ------------------------------------------------------------------ writes
 
@@ -331,7 +215,7 @@ class ClickHouseTranscriptStore:
         def call(client: Client) -> None:
             client.insert(name, data, column_names=list(COLUMNS))
 
-        await self._run("insert", call)
+        await self._client.run("insert", call)
 
     # ------------------------------------------------------------------ reads
 
@@ -362,7 +246,7 @@ ORDER BY score DESC, created_at DESC, thread_id, offset
 LIMIT 1 BY thread_id, offset
 LIMIT {{limit:UInt32}}
 """
-        result = await self._run("search", lambda c: c.query(sql, parameters=params).result_rows)
+        result = await self._client.run("search", lambda c: c.query(sql, parameters=params).result_rows)
         return [
             MessageHit(
                 thread_id=row[0],
@@ -393,7 +277,9 @@ WHERE {where} AND tool_call_id = {{tool_call_id:String}} AND role IN ('assistant
 ORDER BY thread_id, offset
 LIMIT 1 BY thread_id, offset
 """
-        result = await self._run("tool call lookup", lambda c: c.query(sql, parameters=params).result_rows)
+        result = await self._client.run(
+            "tool call lookup", lambda c: c.query(sql, parameters=params).result_rows
+        )
         return group_calls(
             tool_call_id,
             (
@@ -448,7 +334,7 @@ WHERE {where} AND thread_id = {{thread_id:String}} AND offset = {{message_offset
   AND tool_call_id = {{tool_call_id:String}} AND role = {{role:String}}
 LIMIT 1
 """
-        rows = await self._run(
+        rows = await self._client.run(
             "tool call read",
             lambda c: c.query(sql, parameters=params, query_formats={"String": "bytes"}).result_rows,
         )
@@ -462,7 +348,7 @@ WHERE environment = {{environment:String}}
 GROUP BY account_id, thread_id
 ORDER BY account_id, thread_id
 """
-        rows = await self._run(
+        rows = await self._client.run(
             "thread counts", lambda c: c.query(sql, parameters={"environment": environment}).result_rows
         )
         return [
@@ -478,5 +364,5 @@ ORDER BY account_id, thread_id
 
     async def row_count(self, *, table: str | None = None) -> int:
         sql = f"SELECT uniqExact(environment, account_id, thread_id, offset) FROM {self._table(table)}"
-        rows = await self._run("row count", lambda c: c.query(sql).result_rows)
+        rows = await self._client.run("row count", lambda c: c.query(sql).result_rows)
         return int(rows[0][0])

@@ -5,7 +5,8 @@ the broker carries the compaction requests; either may lose everything (a Redis 
 memory-only embedded broker restarting). One row per (environment, account, agent, thread) keeps
 what must survive them:
 
-- The compaction in flight (`PostgresCompactions`): `thresholds` records the request
+- The compaction in flight (`PostgresCompactions`, a `core.stores.compactions.CompactionLedger`,
+  whose module doc has the contract): `thresholds` records the request
   (`record_requests`) BEFORE producing it, the summarizer settles it (`settle`) once a summary
   covers its `to_offset` or it gave up on it. An open request is therefore either on its way or
   lost, and `processors.compaction_recovery` requests it again (`open_compactions`,
@@ -25,13 +26,13 @@ them propagate, so the batch is retried.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import asyncpg
 
 from core.journal.models import ThreadRef
+from core.stores.compactions import OpenCompaction
 from core.stores.thresholds import ThreadScope
 
 _KEY = "environment = $1 AND account_id = $2 AND agent_id = $3 AND thread_id = $4"
@@ -41,21 +42,9 @@ def _key(scope: ThreadScope) -> tuple[str, str, str, str]:
     return (scope.environment, scope.account_id, scope.agent_id, scope.thread_id)
 
 
-@dataclass(frozen=True, slots=True)
-class OpenCompaction:
-    """An open row: a request in flight (`request`, `to_offset`, when and how often it was
-    requested again) and/or a crossing to re-evaluate (`crossed_offset`)."""
-
-    scope: ThreadScope
-    request: dict[str, Any] | None
-    to_offset: int | None
-    requested_at: datetime | None
-    rerequests: int
-    crossed_offset: int | None
-
-
 class PostgresCompactions:
-    """Compactions in flight and pending crossings (module doc). `pool` is the caller's."""
+    """Compactions in flight and pending crossings (`core.stores.compactions.CompactionLedger`).
+    `pool` is the caller's."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool

@@ -1,4 +1,5 @@
-"""Leased locks in Redis (e.g. one summarizer per thread at a time).
+"""Leased locks in Redis (`RedisLocks`, a `core.stores.locks.Locks`), e.g. one summarizer per
+thread at a time.
 
 `acquire(name, ttl_s)` sets `{namespace}/lock/{name}` to a random token with `SET NX PX`: the
 lock is held until released or until the lease (`ttl_s`) runs out, so a holder that dies frees it
@@ -9,18 +10,17 @@ never release or prolong the new holder's lock.
 A lease is not a fence: a holder that stalls past its lease may still act while another holds the
 lock. Whatever the lock guards must therefore be correct without it (summaries are written with an
 optimistic version check); the lock only avoids wasted duplicate work. Redis failures raise
-`LockUnavailable`.
+`core.stores.locks.LockUnavailable`.
 """
 
 from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from core.errors import MemstreamError
+from core.stores.locks import Lease, LockUnavailable
 
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -37,23 +37,6 @@ return 0
 """
 
 
-class LockUnavailable(MemstreamError):
-    """Redis could not be reached or answered with an error: the lock state is unknown."""
-
-    code = "lock_unavailable"
-
-
-@dataclass(frozen=True)
-class Lease:
-    """A held lock. `expires_at` is a `time.monotonic()` instant (as of the last acquire/extend)."""
-
-    name: str
-    key: str
-    token: str
-    ttl_ms: int
-    expires_at: float
-
-
 def _ttl_ms(ttl_s: float) -> int:
     ttl_ms = int(ttl_s * 1000)
     if ttl_ms < 1:
@@ -62,7 +45,8 @@ def _ttl_ms(ttl_s: float) -> int:
 
 
 class RedisLocks:
-    """Leased locks under `{namespace}/lock/`. `client` is owned by the caller."""
+    """Leased locks under `{namespace}/lock/` (`core.stores.locks.Locks`). `client` is owned by the
+    caller."""
 
     def __init__(self, client: Redis, *, namespace: str = "memstream") -> None:
         self._client = client

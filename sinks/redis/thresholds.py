@@ -1,5 +1,6 @@
-"""Per-thread threshold state in Redis: the counters since the last summary, what they cover, the
-flush-and-summarize guard.
+"""Per-thread threshold state in Redis (`RedisThresholdStore`, a
+`core.stores.thresholds.ThresholdStore`): the counters since the last summary, what they cover,
+the flush-and-summarize guard.
 
 Keys, under `{namespace}/{environment}/{account_id}/{agent_id}/{thread_id}` (`ThreadScope.prefix`):
 - `.../state` (hash): `base` (the first offset after the last summary: what the counters count
@@ -157,9 +158,9 @@ def _outcome(raw: Sequence[object]) -> Outcome:
     )
 
 
-class ThresholdStore:
-    """The Redis state of the threshold counter (module doc). `client` is owned by the caller
-    unless built by `from_url`."""
+class RedisThresholdStore:
+    """The Redis state of the threshold counter (module doc; a `core.stores.thresholds.ThresholdStore`).
+    `client` is owned by the caller unless built by `from_url`."""
 
     def __init__(
         self,
@@ -186,7 +187,9 @@ class ThresholdStore:
         self._release_up_to = client.register_script(_RELEASE_UP_TO)
 
     @classmethod
-    def from_url(cls, url: str, *, token_limit: int, message_limit: int, **kwargs: object) -> ThresholdStore:
+    def from_url(
+        cls, url: str, *, token_limit: int, message_limit: int, **kwargs: object
+    ) -> RedisThresholdStore:
         """A store on its own client of `url` (closed by `aclose`). Does no I/O."""
         return cls(
             redis_client(url, timeout_s=2.0),

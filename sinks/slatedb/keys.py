@@ -26,8 +26,11 @@ Note: `scan_prefix` sub-ranges are relative to the prefix: use the `*_suffix` he
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
+from core.errors import JournalUnavailable
 from core.ids import ENVIRONMENT, ID
-from core.journal.models import ThreadRef
+from core.journal.models import Message, ThreadRef
 
 MESSAGE_ROOT = b"m/"
 SEQ_PREFIX = b"s/"
@@ -128,3 +131,14 @@ def message_id_key(environment: str, account_id: str, message_id: str) -> bytes:
 def cursor_key(name: str) -> bytes:
     """`c/{name}`; `name` must be an `ID`."""
     return CURSOR_ROOT + check_key_part(name, "cursor name").encode("ascii")
+
+
+# ---- message rows ------------------------------------------------------------------------------
+
+
+def parse_row(url: str, key: bytes, value: bytes) -> Message:
+    """The `Message` stored in the row `key` of the journal at `url`; JournalUnavailable if unreadable."""
+    try:
+        return Message.model_validate_json(value)
+    except ValidationError as exc:
+        raise JournalUnavailable(f"journal at {url}: unreadable row {key!r}: {exc}") from exc

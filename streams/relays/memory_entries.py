@@ -2,7 +2,7 @@
 
 Contract:
 - Every committed change of an entry wrote one `memory_outbox` row in its own transaction
-  (`sinks.postgres.memory.MemoryWriteTx.publish`), so a committed change is never lost: its row
+  (`sinks.postgres.memory_writes.MemoryWriteTx.publish`), so a committed change is never lost: its row
   stays in the table until the broker confirmed it.
 - Each round (`run_once`) runs in one Postgres transaction that first takes a transaction-level
   advisory lock (so at most one relay per database publishes at a time; others find the lock

@@ -22,6 +22,7 @@ from core.ids import (
     shown_id,
 )
 from sinks.clickhouse.schema import check_identifier
+from sinks.postgres.api_keys import PostgresApiKeys
 from sinks.slatedb import keys
 from streams.topics import TOPIC_NAME_RE
 
@@ -126,10 +127,10 @@ async def test_cli_inputs_go_through_it(pool: asyncpg.Pool) -> None:
     """`memstream keys create --account ...` and the settings use the same validator."""
     for account, environment, field in [("acme\n", "test", "account_id"), ("acme", "test\n", "environment")]:
         with pytest.raises(InvalidInput) as info:
-            await issue_key(pool, account, environment)
+            await issue_key(PostgresApiKeys(pool), account, environment)
         assert info.value.field == field
     with pytest.raises(InvalidInput, match="not an API key id"):
-        await revoke_key(pool, "acme", "test", "key_0123456789abcdef\n")
+        await revoke_key(PostgresApiKeys(pool), "acme", "test", "key_0123456789abcdef\n")
     assert await pool.fetchval("SELECT count(*) FROM api_keys") == 0
     with pytest.raises(ValidationError, match="U\\+000A"):
         Settings(environment="prod\n")

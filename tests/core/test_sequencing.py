@@ -6,17 +6,17 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from collections.abc import Mapping
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from core.sequencing import Mark, PartitionBounds, Stamp, lift, partition_for
-from core.stores.progress import GroupProgress, TopicProgress
+from core.stores.progress import GroupProgress
 from streams.runtime.processor import Record
 from streams.runtime.progress import ProgressTracker
 from streams.sequencing import stamp_headers, stamp_of
+from tests.fakes.progress import InMemoryProgress
 
 
 def test_partition_for_is_the_producers_default_partitioner(broker: str) -> None:
@@ -104,38 +104,6 @@ def test_lift(
 # ---- a simulation of relays, broker losses and a consumer, checking every stored claim -------------
 
 
-class MemoryStore:
-    """An in-memory ProgressStore that lifts like the Postgres one (unit test only)."""
-
-    def __init__(self) -> None:
-        self.marks: dict[tuple[str, int], PartitionBounds] = {}
-        self.done: dict[tuple[str, int, int], int] = {}
-        self.watermarks: dict[str, int] = {}
-
-    async def load(self, group_id: str) -> GroupProgress:
-        return GroupProgress(dict(self.watermarks), dict(self.done))
-
-    async def checkpoint(
-        self, group_id: str, topic: str, partitions: int, done: Mapping[int, int]
-    ) -> TopicProgress:
-        for partition, value in done.items():
-            key = (topic, partitions, partition)
-            self.done[key] = max(self.done.get(key, 0), value)
-        return self.lifted(topic, partitions)
-
-    def lifted(self, topic: str, partitions: int) -> TopicProgress:
-        bounds = self.marks.get((topic, partitions))
-        marks = {} if bounds is None else {p: Mark(b, bounds.cursor) for p, b in enumerate(bounds.bounds)}
-        stored = {p: v for (t, n, p), v in self.done.items() if t == topic and n == partitions}
-        values, watermark = lift(partitions, marks, stored, self.watermarks.get(topic, 0))
-        for partition, value in values.items():
-            self.done[(topic, partitions, partition)] = max(
-                self.done.get((topic, partitions, partition), 0), value
-            )
-        self.watermarks[topic] = max(self.watermarks.get(topic, 0), watermark)
-        return TopicProgress(self.watermarks[topic], values)
-
-
 @pytest.mark.parametrize("seed", range(40))
 async def test_stored_progress_never_claims_an_unprocessed_seq(seed: int) -> None:
     """Random journals, relay passes (rewinds, restarts, broker losses dropping the topic, batches
@@ -151,7 +119,7 @@ async def test_stored_progress_never_claims_an_unprocessed_seq(seed: int) -> Non
     logs: list[list[Record]] = [[] for _ in range(n)]
     positions = [0] * n
     processed: set[int] = set()
-    store = MemoryStore()
+    store = InMemoryProgress()
     tracker = ProgressTracker("g", store)
     cursor = 0
     bounds: PartitionBounds | None = None
@@ -159,7 +127,7 @@ async def test_stored_progress_never_claims_an_unprocessed_seq(seed: int) -> Non
     def check() -> None:
         watermark = tracker.watermark(topic)
         assert all(seq in processed for seq in range(1, watermark + 1)), (watermark, sorted(processed))
-        for (_, count, partition), value in store.done.items():
+        for (_, count, partition), value in store.groups.get("g", GroupProgress()).done.items():
             for seq in range(1, value + 1):
                 if partition_for(journal[seq - 1], count) == partition:
                     assert seq in processed, (partition, value, seq)
@@ -180,7 +148,7 @@ async def test_stored_progress_never_claims_an_unprocessed_seq(seed: int) -> Non
             assert stamp.seq == seq
         if rng.random() < 0.15:
             return  # crash before the cursor: the batch is published again later
-        store.marks[(topic, n)] = after
+        store.bounds[(topic, n)] = after
         cursor, bounds = after.cursor, after
 
     async def consume(partition: int, count: int) -> None:
@@ -208,7 +176,7 @@ async def test_stored_progress_never_claims_an_unprocessed_seq(seed: int) -> Non
         elif action < 0.9:  # the broker loses the topic; the node rewinds to the stored watermark
             logs = [[] for _ in range(n)]
             positions = [0] * n
-            cursor = min(cursor, store.watermarks.get(topic, 0))
+            cursor = min(cursor, (await store.load("g")).watermarks.get(topic, 0))
         elif action < 0.95:  # a rewind on the same topic (memstream republish)
             cursor = rng.randint(0, cursor)
         else:  # the consumer restarts from its stored progress (and from the start of the topic)
@@ -222,8 +190,8 @@ async def test_stored_progress_never_claims_an_unprocessed_seq(seed: int) -> Non
     for partition in range(n):
         await consume(partition, len(logs[partition]))
     check()
-    if store.lifted(topic, n).watermark < cursor:  # jumped-over records: republish them, as a node would
-        cursor = store.watermarks[topic]
+    if (await store.checkpoint("g", topic, n, {})).watermark < cursor:  # jumped-over records: republish
+        cursor = (await store.load("g")).watermarks[topic]  # them, as a node would
         logs = [[] for _ in range(n)]
         positions = [0] * n
         while cursor < len(journal):
@@ -232,4 +200,4 @@ async def test_stored_progress_never_claims_an_unprocessed_seq(seed: int) -> Non
             await consume(partition, len(logs[partition]))
         check()
     assert processed == set(range(1, len(journal) + 1))
-    assert store.lifted(topic, n).watermark == cursor == len(journal)
+    assert (await store.checkpoint("g", topic, n, {})).watermark == cursor == len(journal)

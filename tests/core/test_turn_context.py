@@ -9,11 +9,11 @@ from core.auth import Principal
 from core.errors import JournalFenced, JournalUnavailable, NotFound
 from core.journal.models import Message, NewMessage, ToolCall
 from core.journal.tokens import count_tokens
+from core.memory.models import MemoryScope
 from core.memory.pinned import (
     PINNED_CLOSE,
     PINNED_DISCLAIMER,
     PINNED_OPEN,
-    MemoryScope,
     NoPinnedFacts,
     PinnedFact,
     PinnedFactsProvider,

@@ -1,6 +1,6 @@
 """The fault suite's short profile, as CI runs it: one real `memstream up` under load through every
-scenario once (kill -9 of the node, of the whole tree and of the supervisor; broker and PostgreSQL
-killed; Redis wiped; schemathesis and crafted requests), then the second-writer phase.
+scenario once (kill -9 of the node, of the whole tree and of the supervisor; broker - twice - and
+PostgreSQL killed; Redis wiped; schemathesis and crafted requests), then the second-writer phase.
 
 The profile runs once for the module (about 5 minutes on an idle 2-core machine); each scenario is
 its own test so a failure names the scenario and its failed checks. The long profile is

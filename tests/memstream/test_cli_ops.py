@@ -15,7 +15,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from core.config import Settings
-from memstream.cli import _follow_lag, main
+from memstream.cli import main
+from memstream.cli.admin import _follow_lag
 from memstream.embedded.process import free_port
 from tests.memstream.node_process import RunningNode, node_env, running_node
 from tests.streams.relays.support import journal_seqs

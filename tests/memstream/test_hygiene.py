@@ -11,6 +11,7 @@ from pydantic import SecretStr
 from core.config import Settings
 from core.memory.service import MemoryService
 from memstream.hygiene import hygiene_once
+from sinks.postgres.memory import PostgresMemoryStore
 from tests.core.memory.helpers import FakeClock, scope
 
 
@@ -18,7 +19,7 @@ async def test_hygiene_once_uses_the_settings_database(
     tmp_path: Path, pg_dsn: str, pool: asyncpg.Pool
 ) -> None:
     clock = FakeClock()
-    service = MemoryService(pool, clock)
+    service = MemoryService(PostgresMemoryStore(pool), clock)
     await service.store(
         scope("alice"), "seen", "content of seen", "observation", scope_visibility="shared", importance=0.5
     )

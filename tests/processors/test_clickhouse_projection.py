@@ -1,10 +1,8 @@
 """clickhouse-projection: decoding records into rows (pure), and what `process` raises while
-ClickHouse is unavailable (with an in-memory store fake: the real store is covered in the broker
+ClickHouse is unavailable (with the in-memory store and `Outage`: the real store is covered in the broker
 test; the runtime's waiting is tested in tests/streams/runtime/test_batch.py)."""
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import pytest
 
@@ -20,6 +18,8 @@ from streams.codecs.errors import InvalidEvent, UnsupportedSchemaVersion
 from streams.runtime.errors import SinkUnavailable
 from streams.runtime.outages import is_outage
 from streams.runtime.processor import InvalidMessage
+from tests.fakes.outage import Outage
+from tests.fakes.transcripts import InMemoryTranscriptStore
 from tests.processors.transcript_support import message, raw_record, record_of, tool_result
 
 
@@ -97,44 +97,14 @@ def test_rows_keep_record_order_and_stop_at_the_first_bad_record() -> None:
     assert info.value.record.offset == 9
 
 
-class FlakyStore:
-    """Unavailable for the first `failures` calls, then stores rows in memory."""
-
-    def __init__(self, failures: int, *, schema_failures: int = 0, error: Exception | None = None) -> None:
-        self.failures = failures
-        self.schema_failures = schema_failures
-        self.error = error
-        self.inserted: list[tuple[TranscriptRow, str | None]] = []
-        self.insert_calls = 0
-        self.schema_calls = 0
-        self.closed = False
-
-    async def ensure_schema(self) -> None:
-        self.schema_calls += 1
-        if self.schema_failures:
-            self.schema_failures -= 1
-            raise TranscriptUnavailable("schema: connection refused")
-
-    async def insert(self, rows: Sequence[TranscriptRow], *, table: str | None = None) -> None:
-        self.insert_calls += 1
-        if self.error is not None:
-            raise self.error
-        if self.failures:
-            self.failures -= 1
-            raise TranscriptUnavailable("insert: connection refused")
-        self.inserted.extend((r, table) for r in rows)
-
-    async def close(self) -> None:
-        self.closed = True
-
-
-def projection(store: FlakyStore, **kwargs: object) -> ClickHouseProjection:
-    return ClickHouseProjection(store, **kwargs)  # type: ignore[arg-type]
+def refused(what: str) -> TranscriptUnavailable:
+    return TranscriptUnavailable(f"{what}: connection refused")
 
 
 async def test_an_unavailable_clickhouse_raises_sink_unavailable_and_nothing_is_lost() -> None:
-    store = FlakyStore(failures=2)
-    processor = projection(store)
+    store = InMemoryTranscriptStore()
+    down = Outage(store, methods={"insert"}, error=lambda: refused("insert"), times=2)
+    processor = ClickHouseProjection(down.proxy)
     batch = [record_of(message("a", i, f"m{i}"), i) for i in range(4)]
     await processor.start()
     for _ in range(2):  # the runtime retries the same batch without limit
@@ -142,48 +112,51 @@ async def test_an_unavailable_clickhouse_raises_sink_unavailable_and_nothing_is_
             await processor.process(batch)
         assert isinstance(raised.value.__cause__, TranscriptUnavailable) and is_outage(raised.value)
     await processor.process(batch)
-    assert [r.offset for r, _ in store.inserted] == [0, 1, 2, 3]
+    assert [r.offset for r in store.rows] == [0, 1, 2, 3]
 
 
 async def test_schema_is_created_once_even_when_clickhouse_is_down_at_start() -> None:
-    store = FlakyStore(failures=0, schema_failures=2)
-    processor = projection(store, table="messages_rebuild_x")
+    store = InMemoryTranscriptStore()
+    table = await store.create_rebuild_table()
+    down = Outage(store, methods={"ensure_schema"}, error=lambda: refused("schema"), times=2)
+    processor = ClickHouseProjection(down.proxy, table=table)
     await processor.start()  # does not raise: the first batch creates it
     with pytest.raises(SinkUnavailable):
         await processor.process([record_of(message("a", 0, "hi"), 0)])
     await processor.process([record_of(message("a", 0, "hi"), 0)])
     await processor.process([record_of(message("a", 1, "ho"), 1)])
-    assert store.schema_calls == 3
-    assert [(r.offset, table) for r, table in store.inserted] == [
-        (0, "messages_rebuild_x"),
-        (1, "messages_rebuild_x"),
-    ]
+    assert down.calls["ensure_schema"] == 3
+    assert [r.offset for r in store.rebuild_tables[table]] == [0, 1] and store.rows == []
 
 
 async def test_other_errors_go_to_the_runtime_as_they_are() -> None:
-    store = FlakyStore(failures=0, error=RuntimeError("Code: 62. Syntax error"))
-    processor = projection(store)
+    broken = Outage(
+        InMemoryTranscriptStore(), methods={"insert"}, error=lambda: RuntimeError("Code: 62. Syntax error")
+    )
+    processor = ClickHouseProjection(broken.proxy)
     with pytest.raises(RuntimeError, match="Syntax") as raised:
         await processor.process([record_of(message("a", 0, "hi"), 0)])
     assert not is_outage(raised.value)
 
 
 async def test_a_bad_record_is_rejected_before_anything_is_written() -> None:
-    store = FlakyStore(failures=0)
-    processor = projection(store)
+    store = InMemoryTranscriptStore()
+    watched = Outage(store, methods={"insert"}, error=AssertionError("an insert before every record decoded"))
+    processor = ClickHouseProjection(watched.proxy)
     with pytest.raises(InvalidMessage):
         await processor.process([record_of(message("a", 0, "hi"), 0), raw_record(b"a", b"[]", 1)])
-    assert store.inserted == [] and store.insert_calls == 0
+    assert store.rows == [] and watched.calls["insert"] == 0
 
 
 async def test_identity_batching_and_closing() -> None:
-    store = FlakyStore(failures=0)
-    processor = projection(store)
+    store = InMemoryTranscriptStore()
+    processor = ClickHouseProjection(store)
     assert (processor.name, processor.source_topics) == (NAME, ("journal.messages",))
     assert processor.batch_size is not None and processor.batch_size >= 1000
     assert processor.batch_wait_s is not None and processor.batch_wait_s <= 0.5
     await processor.stop()
     assert store.closed
-    shared = projection(FlakyStore(failures=0), close_store=False)
+    kept = InMemoryTranscriptStore()
+    shared = ClickHouseProjection(kept, close_store=False)
     await shared.stop()
-    assert not shared.store.closed  # type: ignore[attr-defined]
+    assert not kept.closed

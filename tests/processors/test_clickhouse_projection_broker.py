@@ -12,7 +12,7 @@ import pytest
 
 from core.config import Settings
 from core.journal.models import Message, ToolCall
-from core.stores.transcripts import TranscriptRow, TranscriptScope, TranscriptUnavailable
+from core.stores.transcripts import TranscriptScope, TranscriptUnavailable
 from processors.clickhouse_projection import NAME, ClickHouseProjection
 from sinks.clickhouse.store import ClickHouseTranscriptStore
 from streams.admin import apply_topics
@@ -20,6 +20,7 @@ from streams.codecs import journal_messages
 from streams.runtime import RuntimeOptions
 from streams.runtime.processor import Record
 from streams.topics import TopicRegistry, default_registry
+from tests.fakes.outage import Outage
 from tests.processors.runtime_support import (
     Outgoing,
     broker_settings,
@@ -169,46 +170,18 @@ async def test_journal_to_rows_then_replay_adds_no_duplicates(
         chdb_client.command(f"SYSTEM START MERGES {table}")
 
 
-class OutageStore:
-    """The real store behind a switch: every call raises TranscriptUnavailable until `restore()`."""
-
-    def __init__(self, store: ClickHouseTranscriptStore) -> None:
-        self.store = store
-        self.down = True
-        self.refused = 0
-
-    def restore(self) -> None:
-        self.down = False
-
-    def _check(self) -> None:
-        if self.down:
-            self.refused += 1
-            raise TranscriptUnavailable("ClickHouse insert failed: connection refused (test outage)")
-
-    async def ensure_schema(self) -> None:
-        self._check()
-        await self.store.ensure_schema()
-
-    async def insert(self, rows: Sequence[TranscriptRow], *, table: str | None = None) -> None:
-        self._check()
-        await self.store.insert(rows, table=table)
-
-    async def close(self) -> None:
-        await self.store.close()
-
-
 async def test_an_outage_of_clickhouse_is_waited_out_without_dead_letters(
     settings_: Settings,
     options: RuntimeOptions,
     registry: TopicRegistry,
     transcript_store: ClickHouseTranscriptStore,
 ) -> None:
-    outage = OutageStore(transcript_store)
-    processor = ClickHouseProjection(
-        outage,  # type: ignore[arg-type]
-        close_store=False,
-        batch_size=25,
+    outage = Outage(
+        transcript_store,
+        methods={"ensure_schema", "insert"},
+        error=lambda: TranscriptUnavailable("ClickHouse insert failed: connection refused (test outage)"),
     )
+    processor = ClickHouseProjection(outage.proxy, close_store=False, batch_size=25)
     first = conversation(threads=3, per_thread=20)
     produce(settings_, SOURCE, encoded(first))
     later = [message(f"late-{i}", 0, f"written during the outage {i}", seq=1000 + i) for i in range(10)]

@@ -5,6 +5,7 @@ after the summary, and nothing keeps a thread's guard for long."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -27,7 +28,7 @@ from sinks.objectstore.summaries import ObjectStoreSummaryWriter
 from sinks.postgres.compactions import PostgresCompactions, PostgresSummaryVersions
 from sinks.redis.locks import RedisLocks
 from sinks.redis.summary_cache import RedisSummaryCache
-from sinks.redis.thresholds import ThresholdStore
+from sinks.redis.thresholds import RedisThresholdStore
 from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.runtime.processor import Record
@@ -54,7 +55,7 @@ class Rig:
 
     settings: Settings
     journal: SlateJournal
-    store: ThresholdStore
+    store: RedisThresholdStore
     ledger: PostgresCompactions
     live: Thresholds
     pool: asyncpg.Pool
@@ -130,6 +131,27 @@ async def crossed(rig: Rig, n: int = 60) -> list[Message]:
     return messages
 
 
+@contextlib.asynccontextmanager
+async def running(recovery: CompactionRecovery) -> AsyncIterator[None]:
+    """`recovery.run` in the background for the block."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(recovery.run(stop))
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+
+
+async def requested(rig: Rig, count: int, within_s: float = 10.0) -> list[dict[str, Any]]:
+    """The requests on the topic once there are `count` of them (fails after `within_s`)."""
+    deadline = asyncio.get_running_loop().time() + within_s
+    while len(found := requests(rig.settings)) < count:
+        assert asyncio.get_running_loop().time() < deadline, "not requested again"
+        await asyncio.sleep(0.2)
+    return found
+
+
 def test_only_lost_compaction_topics_mean_lost_requests() -> None:
     assert requests_lost(["journal.messages", "compaction.requested"])
     assert requests_lost(["compaction.flushed"])
@@ -140,23 +162,14 @@ def test_only_lost_compaction_topics_mean_lost_requests() -> None:
 async def test_when_the_topics_are_new_every_open_request_is_requested_again_at_once(rig: Rig) -> None:
     await crossed(rig)
     recovery = rig.recovery(interval_s=3600.0)  # only the start and the wake-up sweep
-    stop = asyncio.Event()
-    running = asyncio.create_task(recovery.run(stop))
-    try:
+    async with running(recovery):
         await asyncio.sleep(1.0)  # the first sweep ran: the request is young, nothing to do
         assert len(requests(rig.settings)) == 1
         recovery.topics_applied(["journal.messages"])  # only the journal topic is new: not lost
         await asyncio.sleep(1.0)
         assert len(requests(rig.settings)) == 1
         recovery.topics_applied(["journal.messages", "compaction.requested", "compaction.flushed"])
-        deadline = asyncio.get_running_loop().time() + 10
-        while len(found := requests(rig.settings)) < 2:
-            assert asyncio.get_running_loop().time() < deadline, "not requested again"
-            await asyncio.sleep(0.2)
-    finally:
-        stop.set()
-        await asyncio.wait_for(running, 10)
-    first, again = found
+        first, again = await requested(rig, 2)
     assert again == first  # the recorded value, produced again
     row = await rig.ledger.get(SCOPE)
     assert row is not None and (row.to_offset, row.rerequests) == (49, 1)
@@ -170,36 +183,19 @@ async def test_when_the_topic_check_finds_new_compaction_topics_every_open_reque
     of a compaction topic: whoever declared it again, the open request is produced again at once."""
     await crossed(rig)
     recovery = rig.recovery(interval_s=3600.0)  # only the start and the wake-up sweep
-    stop = asyncio.Event()
-    running = asyncio.create_task(recovery.run(stop))
-    try:
+    async with running(recovery):
         await asyncio.sleep(1.0)  # the first sweep ran: the request is young, nothing to do
         assert len(requests(rig.settings)) == 1
         recovery.topics_lost()
-        deadline = asyncio.get_running_loop().time() + 10
-        while len(requests(rig.settings)) < 2:
-            assert asyncio.get_running_loop().time() < deadline, "not requested again"
-            await asyncio.sleep(0.2)
-    finally:
-        stop.set()
-        await asyncio.wait_for(running, 10)
+        await requested(rig, 2)
     row = await rig.ledger.get(SCOPE)
     assert row is not None and (row.to_offset, row.rerequests) == (49, 1)
 
 
 async def test_at_start_with_new_topics_every_open_request_is_requested_again(rig: Rig) -> None:
     await crossed(rig)
-    recovery = rig.recovery(interval_s=3600.0, lost_at_start=True)
-    stop = asyncio.Event()
-    running = asyncio.create_task(recovery.run(stop))
-    try:
-        deadline = asyncio.get_running_loop().time() + 10
-        while len(requests(rig.settings)) < 2:
-            assert asyncio.get_running_loop().time() < deadline, "not requested again"
-            await asyncio.sleep(0.2)
-    finally:
-        stop.set()
-        await asyncio.wait_for(running, 10)
+    async with running(rig.recovery(interval_s=3600.0, lost_at_start=True)):
+        await requested(rig, 2)
 
 
 async def test_after_a_redis_wipe_the_guard_is_taken_again_and_no_second_compaction_starts(

@@ -20,13 +20,14 @@ from core.chat.offline import OfflineChatModel
 from core.config import Settings
 from core.journal.models import Message, NewMessage, ThreadRef
 from core.memory.agents import AgentRef, AgentService
-from core.memory.models import MemoryEntry
-from core.memory.pinned import MemoryScope
-from core.memory.pinning import MemoryPinnedFacts
+from core.memory.models import MemoryEntry, MemoryScope
+from core.memory.pinned import MemoryPinnedFacts
 from core.memory.service import MemoryService
 from memstream.wiring.processors import build_flush
 from processors.errors import NeedsNode
 from processors.flush import NAME, OUTPUT_TOPIC, SOURCE_TOPIC, Flush
+from sinks.postgres.agents import PostgresAgents
+from sinks.postgres.memory import PostgresMemoryStore
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
 from sinks.slatedb.journal import SlateJournal
@@ -82,7 +83,13 @@ def model() -> CountingModel:
 async def processor(
     settings_: Settings, journal: SlateJournal, pool: asyncpg.Pool, model: CountingModel
 ) -> AsyncIterator[Flush]:
-    processor = Flush(settings_, journal, AgentService(pool), MemoryService(pool), model)
+    processor = Flush(
+        settings_,
+        journal,
+        MemoryService(PostgresMemoryStore(pool)),
+        AgentService(PostgresAgents(pool)),
+        model,
+    )
     await processor.start()
     try:
         yield processor
@@ -122,12 +129,14 @@ def request_record(messages: Sequence[Message], *, user: str | None = "u1") -> R
 
 
 async def bind_memory(pool: asyncpg.Pool) -> None:
-    await AgentService(pool).bind(AgentRef(environment="test", account_id="acme", agent_id="bot"), ["Memory"])
+    await AgentService(PostgresAgents(pool)).bind(
+        AgentRef(environment="test", account_id="acme", agent_id="bot"), ["Memory"]
+    )
 
 
 async def entries(pool: asyncpg.Pool, user: str | None) -> list[MemoryEntry]:
     scope = MemoryScope(environment="test", account_id="acme", agent_id="bot", user_id=user)
-    page = await MemoryService(pool).list(scope, limit=500)
+    page = await MemoryService(PostgresMemoryStore(pool)).list(scope, limit=500)
     return sorted(page.entries, key=lambda e: e.key)
 
 
@@ -180,7 +189,13 @@ async def test_a_failing_model_is_counted_and_the_thread_still_moves_on(
     await bind_memory(pool)
     messages = await conversation(journal)
     model = UnreachableModel()
-    processor = Flush(settings_, journal, AgentService(pool), MemoryService(pool), model)
+    processor = Flush(
+        settings_,
+        journal,
+        MemoryService(PostgresMemoryStore(pool)),
+        AgentService(PostgresAgents(pool)),
+        model,
+    )
     await processor.start()
     await processor.process([request_record(messages)])
     await processor.stop()
@@ -205,7 +220,7 @@ async def test_a_thread_without_user_stores_no_profile_facts(
     assert await pool.fetchval("SELECT count(*) FROM memory_entries") == 0
     (record,) = flushed(settings_)
     assert record["flush"] == {"status": "stored", "facts_stored": 0, "facts_rejected": 2}
-    pinning = MemoryPinnedFacts(MemoryService(pool))
+    pinning = MemoryPinnedFacts(MemoryService(PostgresMemoryStore(pool)))
     for user in ("u1", "u2", None):
         scope = MemoryScope(environment="test", account_id="acme", agent_id="bot", user_id=user)
         assert await pinning.pinned(scope) == []
@@ -248,7 +263,12 @@ def test_stopping_while_the_broker_is_unreachable_takes_seconds_and_commits_noth
             produce(settings_, SOURCE_TOPIC, [(record.key, record.value)])
             publisher = unreachable_publisher(settings_, OUTPUT_TOPIC, tmp_path)
             processor = Flush(
-                settings_, journal, AgentService(pool), MemoryService(pool), model, publisher=publisher
+                settings_,
+                journal,
+                MemoryService(PostgresMemoryStore(pool)),
+                AgentService(PostgresAgents(pool)),
+                model,
+                publisher=publisher,
             )
 
             async def blocked() -> bool:  # facts extracted: the flushed record waits for the broker

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -11,7 +11,7 @@ import pytest
 from qdrant_client.http.exceptions import UnexpectedResponse
 
 from core.config import Settings
-from core.stores.vectors import CollectionRef, IndexFilter, IndexPoint, IndexUnavailable
+from core.stores.vectors import CollectionRef, IndexFilter, IndexUnavailable
 from memstream.wiring.processors import PROCESSORS, build_qdrant_projection, create_processor
 from processors.qdrant_projection import NAME, QdrantProjection, entry_payload, plan
 from sinks.embeddings.bm25 import Bm25Sparse
@@ -20,6 +20,7 @@ from sinks.qdrant.edge import QdrantEdgeIndex
 from streams.runtime.errors import SinkUnavailable
 from streams.runtime.outages import is_outage
 from streams.runtime.processor import InvalidMessage
+from tests.fakes.outage import Outage
 from tests.processors.projection_support import T0, entry, key_of, record, tombstone, upsert, value_of
 
 MODEL = "all-MiniLM-L6-v2-int8"
@@ -180,24 +181,6 @@ async def test_with_the_node_engines_the_index_is_shared_and_left_open(tmp_path:
     await engines.close()
 
 
-class SwitchedIndex:
-    """The real Edge index behind a switch: while `failure` is set, every write raises it."""
-
-    def __init__(self, index: QdrantEdgeIndex) -> None:
-        self.index = index
-        self.failure: Exception | None = None
-
-    async def upsert(self, collection: CollectionRef, points: Sequence[IndexPoint]) -> None:
-        if self.failure is not None:
-            raise self.failure
-        await self.index.upsert(collection, points)
-
-    async def delete(self, collection: CollectionRef, entry_ids: Sequence[str]) -> None:
-        if self.failure is not None:
-            raise self.failure
-        await self.index.delete(collection, entry_ids)
-
-
 def failure(message: str, cause: Exception | None) -> IndexUnavailable:
     try:
         raise IndexUnavailable(message) from cause
@@ -211,22 +194,22 @@ async def test_a_server_outage_is_raised_as_sink_unavailable_for_the_runtime_to_
     """Regression: a Qdrant server down for longer than the runtime's retries crashed the
     projection (it had no outage handling). Now it raises the runtime's `SinkUnavailable`, which
     the runtime retries without limit; an index error that is not an outage stays what it is."""
-    switched = SwitchedIndex(edge)
-    projection = QdrantProjection(switched, embedder, Bm25Sparse(), clock=lambda: T0, close_index=False)  # type: ignore[arg-type]
+    down = failure("qdrant http://qdrant:6333 (points)", httpx.ConnectError("connection refused"))
+    switched = Outage(edge, methods={"upsert", "delete"}, error=down)
+    projection = QdrantProjection(switched.proxy, embedder, Bm25Sparse(), clock=lambda: T0, close_index=False)
     tea = entry(1, "The user prefers green tea.")
-    switched.failure = failure("qdrant http://qdrant:6333 (points)", httpx.ConnectError("connection refused"))
     with pytest.raises(SinkUnavailable, match="vector index is unavailable") as raised:
         await projection.process([upsert(tea, 0)])
     assert is_outage(raised.value)
-    switched.failure = failure(
-        "qdrant (points)", UnexpectedResponse(503, "Service Unavailable", b"", httpx.Headers())
+    switched.fail(
+        failure("qdrant (points)", UnexpectedResponse(503, "Service Unavailable", b"", httpx.Headers()))
     )
     with pytest.raises(SinkUnavailable):
         await projection.process([upsert(tea, 0)])
-    switched.failure = failure("qdrant edge: wrong vector size", ValueError("dimension 3 != 384"))
+    switched.fail(failure("qdrant edge: wrong vector size", ValueError("dimension 3 != 384")))
     with pytest.raises(IndexUnavailable) as other:
         await projection.process([upsert(tea, 0)])
     assert not is_outage(other.value)
-    switched.failure = None
+    switched.restore()
     await projection.process([upsert(tea, 0)])
     assert set(await edge.points(ACME)) == {tea.entry_id}

@@ -17,6 +17,7 @@ from core.stores.vectors import CollectionRef
 from processors.qdrant_projection import QdrantProjection, entry_payload
 from sinks.embeddings.bm25 import Bm25Sparse
 from sinks.embeddings.minilm import OfflineMiniLM
+from sinks.postgres.memory import PostgresMemoryStore
 from streams.codecs.memory_entries import encode_value
 from streams.runtime.processor import Record
 from tests.core.memory.helpers import FakeClock, scope
@@ -75,7 +76,7 @@ async def test_hygiene_changes_reach_the_index_and_a_replay_rebuilds_it(
     pool: asyncpg.Pool, index: Index, kind: str, embedder: OfflineMiniLM, tmp_path: Path
 ) -> None:
     clock = FakeClock()
-    service = MemoryService(pool, clock)
+    service = MemoryService(PostgresMemoryStore(pool), clock)
     log = Log(pool)
     projection = QdrantProjection(index, embedder, Bm25Sparse(), clock=clock, close_index=False)
 

@@ -39,7 +39,7 @@ from sinks.postgres.compactions import PostgresCompactions, PostgresSummaryVersi
 from sinks.redis.client import redis_client
 from sinks.redis.locks import RedisLocks
 from sinks.redis.summary_cache import RedisSummaryCache
-from sinks.redis.thresholds import ThresholdStore
+from sinks.redis.thresholds import RedisThresholdStore
 from sinks.slatedb.journal import SlateJournal
 from streams.runtime.processor import InvalidMessage, Record
 from tests.processors.threshold_support import threshold_store
@@ -91,7 +91,7 @@ class Rig:
     """What a summarizer of the test works on: thresholds, summary cache, lock client, journal."""
 
     settings: Settings
-    store: ThresholdStore
+    store: RedisThresholdStore
     cache: RedisSummaryCache
     lock_client: Redis
     journal: SlateJournal

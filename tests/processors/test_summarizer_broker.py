@@ -22,7 +22,7 @@ from sinks.postgres.compactions import PostgresCompactions
 from sinks.redis.client import redis_client
 from sinks.redis.locks import RedisLocks
 from sinks.redis.summary_cache import RedisSummaryCache
-from sinks.redis.thresholds import ThresholdStore
+from sinks.redis.thresholds import RedisThresholdStore
 from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.runtime import RuntimeOptions
@@ -59,7 +59,7 @@ async def summarizer(
 ) -> AsyncIterator[Summarizer]:
     namespace = f"t{uuid.uuid4().hex[:12]}/thresholds"
     client = redis_client(redis_url)
-    store = ThresholdStore(client, token_limit=2_000, message_limit=50, namespace=namespace)
+    store = RedisThresholdStore(client, token_limit=2_000, message_limit=50, namespace=namespace)
     cache = RedisSummaryCache.from_settings(settings_)
     processor = Summarizer(
         thresholds=store,

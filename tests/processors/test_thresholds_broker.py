@@ -23,7 +23,7 @@ from sinks.objectstore.summaries import ObjectStoreSummaryWriter
 from sinks.postgres.compactions import PostgresCompactions
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
-from sinks.redis.thresholds import ThresholdStore
+from sinks.redis.thresholds import RedisThresholdStore
 from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.codecs import journal_messages
@@ -64,7 +64,7 @@ def registry(settings_: Settings) -> TopicRegistry:
 
 
 @pytest.fixture
-async def store(redis_url: str) -> AsyncIterator[ThresholdStore]:
+async def store(redis_url: str) -> AsyncIterator[RedisThresholdStore]:
     async with threshold_store(redis_url) as store:
         yield store
 
@@ -83,7 +83,7 @@ def ledger(pool: asyncpg.Pool) -> PostgresCompactions:
 async def processor(
     settings_: Settings,
     registry: TopicRegistry,
-    store: ThresholdStore,
+    store: RedisThresholdStore,
     journal: SlateJournal,
     summaries: ObjectStoreSummaryWriter,
     ledger: PostgresCompactions,
@@ -150,7 +150,7 @@ def summary_at(offset: int, messages: Sequence[Message]) -> Summary:
 
 
 async def test_fifty_messages_request_once_and_redelivery_changes_nothing(
-    processor: Thresholds, journal: SlateJournal, store: ThresholdStore, settings_: Settings
+    processor: Thresholds, journal: SlateJournal, store: RedisThresholdStore, settings_: Settings
 ) -> None:
     messages = await append(journal, 110)
     assert sum(m.token_count for m in messages[:50]) < 2_000  # the message limit is what crosses
@@ -192,7 +192,7 @@ async def test_two_thousand_tokens_request_at_the_crossing_message(
 
 
 async def test_wiping_redis_mid_run_still_requests_at_the_right_message(
-    processor: Thresholds, journal: SlateJournal, store: ThresholdStore, settings_: Settings
+    processor: Thresholds, journal: SlateJournal, store: RedisThresholdStore, settings_: Settings
 ) -> None:
     messages = await append(journal, 70)
     await feed(processor, messages[:30])
@@ -212,7 +212,7 @@ async def test_wiping_redis_mid_run_still_requests_at_the_right_message(
 async def test_counting_starts_after_the_last_summary_also_when_rebuilt(
     processor: Thresholds,
     journal: SlateJournal,
-    store: ThresholdStore,
+    store: RedisThresholdStore,
     summaries: ObjectStoreSummaryWriter,
     settings_: Settings,
 ) -> None:
@@ -238,7 +238,7 @@ async def test_counting_starts_after_the_last_summary_also_when_rebuilt(
 
 
 async def test_a_request_decided_but_not_delivered_is_sent_on_redelivery(
-    processor: Thresholds, journal: SlateJournal, store: ThresholdStore, settings_: Settings
+    processor: Thresholds, journal: SlateJournal, store: RedisThresholdStore, settings_: Settings
 ) -> None:
     messages = await append(journal, 52)
     await feed(processor, messages[:49])
@@ -269,7 +269,7 @@ async def test_tenants_are_counted_apart(
 
 
 async def test_an_invalid_record_is_rejected_before_anything_is_counted(
-    processor: Thresholds, journal: SlateJournal, store: ThresholdStore
+    processor: Thresholds, journal: SlateJournal, store: RedisThresholdStore
 ) -> None:
     (good,) = await append(journal, 1)
     bad = Record(SOURCE, 0, 1, b"th-1", b'{"schema_version": 1}', (), None)
@@ -306,7 +306,7 @@ async def test_on_the_runtime_a_replay_group_does_not_request_again(
     settings_: Settings,
     options: RuntimeOptions,
     registry: TopicRegistry,
-    store: ThresholdStore,
+    store: RedisThresholdStore,
     journal: SlateJournal,
     summaries: ObjectStoreSummaryWriter,
     ledger: PostgresCompactions,
@@ -356,7 +356,7 @@ def test_stopping_while_the_broker_is_unreachable_takes_seconds_and_commits_noth
     crossing: list[int] = []  # the request's to_offset (one thread: its partition offsets are its offsets)
 
     @asynccontextmanager
-    async def opened() -> AsyncIterator[tuple[SlateJournal, asyncpg.Pool, ThresholdStore]]:
+    async def opened() -> AsyncIterator[tuple[SlateJournal, asyncpg.Pool, RedisThresholdStore]]:
         journal = await SlateJournal.open(journal_url, flush_interval_ms=1)
         pool = await create_pool(pg_dsn)
         await migrate(pool)

@@ -24,7 +24,7 @@ from core.stores.thresholds import Outcome, ThreadScope
 from core.summaries.models import Summary
 from processors.thresholds import Counters, Thresholds, crossing, fold
 from sinks.objectstore.summaries import ObjectStoreSummaryWriter
-from sinks.redis.thresholds import ThresholdStore
+from sinks.redis.thresholds import RedisThresholdStore
 from sinks.slatedb.journal import SlateJournal
 from tests.processors.threshold_support import threshold_store, wipe
 
@@ -36,7 +36,7 @@ SCOPE = ThreadScope("test", "acme", "bot", "th-1")
 class Rig:
     journal: SlateJournal
     summaries: ObjectStoreSummaryWriter
-    store: ThresholdStore
+    store: RedisThresholdStore
     processor: Thresholds
 
     async def append(self, n: int, *, ref: ThreadRef = REF, agent: str = "bot") -> list[Message]:

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
@@ -29,6 +30,7 @@ from processors.qdrant_projection import QdrantProjection
 from sinks.clickhouse.store import ClickHouseTranscriptStore
 from sinks.embeddings.bm25 import Bm25Sparse
 from sinks.embeddings.minilm import OfflineMiniLM
+from sinks.postgres.memory import PostgresMemoryStore
 from sinks.postgres.progress import PostgresProgress
 from sinks.qdrant.edge import QdrantEdgeIndex
 from sinks.slatedb.journal import SlateJournal
@@ -127,20 +129,39 @@ async def project_until(
 
 
 def settings_of(broker: OwnBroker, tmp_path: Path, topic_prefix: str) -> Settings:
-    return Settings(
+    """Settings on the test's own broker, where every topic of `REGISTRY` is created."""
+    settings = Settings(
         data_dir=tmp_path / "data",
         environment="test",
         topic_prefix=topic_prefix,
         broker_url=f"kafka://{broker.bootstrap}",
     )
+    apply_topics(settings, REGISTRY)
+    return settings
 
 
-def journal_guard(
-    settings: Settings, journal: SlateJournal, relay: Relay, progress: PostgresProgress
-) -> JournalTopicGuard:
-    return JournalTopicGuard(
-        journal, relay, progress, [group_id(AHEAD, settings), group_id(BEHIND, settings)]
-    )
+@dataclass
+class JournalSide:
+    """What a node runs for journal.messages: its relay, the topic's guard, and the check."""
+
+    relay: Relay
+    guard: JournalTopicGuard
+    sync: TopicSync
+
+
+def journal_side(
+    settings: Settings,
+    journal: SlateJournal,
+    progress: PostgresProgress,
+    groups: Sequence[str] = (AHEAD, BEHIND),
+    *,
+    interval_s: float = 10.0,
+) -> JournalSide:
+    """A node's relay on `journal`, the guard of its topic for the consumer groups of `groups`
+    (processor names), and a `TopicSync` checking it (as the node builds them)."""
+    relay = Relay(journal, settings, bounds_store=progress)
+    guard = JournalTopicGuard(journal, relay, progress, [group_id(name, settings) for name in groups])
+    return JournalSide(relay, guard, TopicSync(settings, [guard], registry=REGISTRY, interval_s=interval_s))
 
 
 def seqs_on_topic(settings: Settings, expected: int) -> list[int]:
@@ -170,26 +191,22 @@ async def test_a_broker_that_lost_the_topic_is_refilled_from_the_lowest_checkpoi
     behind_store: ClickHouseTranscriptStore,
 ) -> None:
     settings = settings_of(broker_of_test, tmp_path, topic_prefix)
-    registry = REGISTRY
-    apply_topics(settings, registry)
     progress = PostgresProgress(pool)
     stores = {AHEAD: transcript_store, BEHIND: behind_store}
 
     await append(journal, 300)
-    relay = Relay(journal, settings, bounds_store=progress)
-    sync = TopicSync(settings, [journal_guard(settings, journal, relay, progress)], registry=registry)
-    assert await sync.check(created=["journal.messages"]) == []  # nothing published yet: nothing lost
-    await drain(relay)
+    node = journal_side(settings, journal, progress)
+    assert await node.sync.check(created=["journal.messages"]) == []  # nothing published yet: nothing lost
+    await drain(node.relay)
     await project_until(settings, progress, stores, 300)
     await append(journal, 200, start=300)
-    await drain(relay)
+    await drain(node.relay)
     await project_until(settings, progress, {AHEAD: transcript_store}, 500)  # BEHIND stays at 300
-    await relay.close()
+    await node.relay.close()
 
     broker_of_test.restart()  # the memory-only broker forgets journal.messages and every group
-    relay = Relay(journal, settings, bounds_store=progress)  # the node starts again
-    guard = journal_guard(settings, journal, relay, progress)
-    sync = TopicSync(settings, [guard], registry=registry)
+    node = journal_side(settings, journal, progress)  # the node starts again
+    relay, guard, sync = node.relay, node.guard, node.sync
     assert await sync.check() == ["journal.messages"]
     assert guard.last_refill_from == 301  # BEHIND's checkpoint, not seq 1
     assert await sync.check() == []  # the topic is the one the progress belongs to now
@@ -219,27 +236,22 @@ async def test_a_cursor_moved_by_another_nodes_relay_is_detected_and_the_gap_rep
     behind_store: ClickHouseTranscriptStore,
 ) -> None:
     settings = settings_of(broker_of_test, tmp_path, topic_prefix)
-    registry = REGISTRY
-    apply_topics(settings, registry)
     progress = PostgresProgress(pool)
     stores = {AHEAD: transcript_store, BEHIND: behind_store}
     await append(journal, 120)
-    relay = Relay(journal, settings, bounds_store=progress)
-    guard = journal_guard(settings, journal, relay, progress)
-    sync = TopicSync(settings, [guard], registry=registry)
-    await sync.check(created=["journal.messages"])
-    await drain(relay)
+    node = journal_side(settings, journal, progress)
+    await node.sync.check(created=["journal.messages"])
+    await drain(node.relay)
     await project_until(settings, progress, stores, 120)
 
     # another node opened the journal, appended and published 121..180 to ITS broker: the shared
     # cursor moved past messages this broker never got, and carries that broker's topic identity
     await append(journal, 60, start=120)
-    await journal.set_cursor(relay.cursor_name, 180)
-    await journal.set_cursor(guard.identity_cursor, fingerprint("AAAAAAAAAAAAAAAAAAAAAA-other-broker"))
+    await journal.set_cursor(node.relay.cursor_name, 180)
+    await journal.set_cursor(node.guard.identity_cursor, fingerprint("AAAAAAAAAAAAAAAAAAAAAA-other-broker"))
 
-    relay = Relay(journal, settings, bounds_store=progress)  # this node takes the journal back
-    guard = journal_guard(settings, journal, relay, progress)
-    sync = TopicSync(settings, [guard], registry=registry)
+    node = journal_side(settings, journal, progress)  # this node takes the journal back
+    relay, guard, sync = node.relay, node.guard, node.sync
     assert await sync.check() == ["journal.messages"]
     assert guard.last_refill_from == 121
     await drain(relay)
@@ -260,8 +272,7 @@ async def test_agent_memory_not_yet_projected_when_the_broker_lost_it_reaches_th
     broker died before the projection consumed them. After the restart the node finds the new topic
     and publishes what the projection had not applied; the index catches up by itself."""
     settings = settings_of(broker_of_test, tmp_path, topic_prefix)
-    apply_topics(settings, REGISTRY)
-    service = MemoryService(pool, FakeClock())
+    service = MemoryService(PostgresMemoryStore(pool), FakeClock())
     relay = EntriesOutboxRelay(pool, settings)
     sync = TopicSync(settings, [EntriesTopicGuard(pool, relay)], registry=REGISTRY)
     assert await sync.check(created=["memory.entries"]) == []
@@ -307,12 +318,10 @@ async def test_the_periodic_check_refills_by_itself_and_a_stop_never_waits_for_t
     broker_of_test: OwnBroker, tmp_path: Path, topic_prefix: str, journal: SlateJournal, pool: asyncpg.Pool
 ) -> None:
     settings = settings_of(broker_of_test, tmp_path, topic_prefix)
-    apply_topics(settings, REGISTRY)
     progress = PostgresProgress(pool)
     await append(journal, 30)
-    relay = Relay(journal, settings, bounds_store=progress)
-    guard = journal_guard(settings, journal, relay, progress)
-    sync = TopicSync(settings, [guard], registry=REGISTRY, interval_s=0.2)
+    node = journal_side(settings, journal, progress, interval_s=0.2)
+    relay, guard, sync = node.relay, node.guard, node.sync
     await sync.check(created=["journal.messages"])
     await drain(relay)
     stop = asyncio.Event()
@@ -343,7 +352,6 @@ async def test_compaction_topics_brought_back_by_someone_else_are_found_new(
     broker create topics): the node never saw them `created`, yet its topic check finds the
     compaction topics new and tells the compaction recovery - once."""
     settings = settings_of(broker_of_test, tmp_path, topic_prefix)
-    apply_topics(settings, REGISTRY)
     lost: list[str] = []
     sync = TopicSync(
         settings, compaction_guards(settings, pool, lambda: lost.append("lost")), registry=REGISTRY
@@ -366,7 +374,6 @@ async def test_a_check_is_not_queued_behind_threads_waiting_for_the_broker(
     default executor (a handful fill it on a 2-core machine: 6 threads). The check that brings the
     topics back must not wait for one of those threads: it would wait forever."""
     settings = settings_of(broker_of_test, tmp_path, topic_prefix)
-    apply_topics(settings, REGISTRY)
     lost: list[str] = []
     sync = TopicSync(
         settings, compaction_guards(settings, pool, lambda: lost.append("lost")), registry=REGISTRY
@@ -401,24 +408,18 @@ async def test_a_projection_into_a_store_created_anew_gets_the_whole_journal_aga
     whose group progress (in the shared Postgres) was made on the other node's ClickHouse; the
     projection skipped what it never had and the refill started above it: 12 threads short."""
     settings = settings_of(broker_of_test, tmp_path, topic_prefix)
-    apply_topics(settings, REGISTRY)
     progress = PostgresProgress(pool)
 
-    def guard_of(relay: Relay) -> JournalTopicGuard:
-        return JournalTopicGuard(journal, relay, progress, [group_id(AHEAD, settings)])
-
     await append(journal, 300)
-    relay = Relay(journal, settings, bounds_store=progress)
-    sync = TopicSync(settings, [guard_of(relay)], registry=REGISTRY)
-    await sync.check(created=["journal.messages"])
-    await drain(relay)
+    node = journal_side(settings, journal, progress, [AHEAD])
+    await node.sync.check(created=["journal.messages"])
+    await drain(node.relay)
     await project_until(settings, progress, {AHEAD: transcript_store}, 300)
-    await relay.close()
+    await node.relay.close()
 
     broker_of_test.restart()  # the topic now holds only what is published from here on
-    relay = Relay(journal, settings, bounds_store=progress)
-    guard = guard_of(relay)
-    sync = TopicSync(settings, [guard], registry=REGISTRY)
+    node = journal_side(settings, journal, progress, [AHEAD])
+    relay, guard, sync = node.relay, node.guard, node.sync
     assert await sync.check() == ["journal.messages"]
     assert guard.last_refill_from == 301  # the group had everything up to 300
     await append(journal, 100, start=300)

@@ -180,7 +180,12 @@ def test_a_model_message_validates() -> None:
     )
     import json
 
-    load_topics().validate("journal.messages", json.loads(journal_messages.encode(message).value))
+    payload = json.loads(journal_messages.encode(message).value)
+    topics = load_topics()
+    assert topics.validate("journal.messages", payload) is None  # type: ignore[func-returns-value]
+    assert payload["tool_call"] == {"id": "c", "name": "f", "arguments": "{}", "result": None}
+    with pytest.raises(InvalidPayload):  # the schema does check what this message carries
+        topics.validate("journal.messages", {**payload, "offset": "0"})
 
 
 # ---------------------------------------------------------------- dead-letter topics

@@ -15,9 +15,8 @@ from fastapi import APIRouter, Depends, Path, Query
 from core.auth import Principal
 from core.errors import Conflict
 from core.journal.models import ID_PATTERN, Id
-from core.memory.agents import AgentRef, AgentService
-from core.memory.models import MEMORY_CAPABILITY
-from core.memory.pinned import MemoryScope
+from core.memory.agents import AgentRef
+from core.memory.models import MEMORY_CAPABILITY, MemoryScope
 from core.memory.tools import (
     TOOL_NAMES,
     MemoryNotBound,
@@ -71,7 +70,7 @@ def agents_router(deps: ApiDeps, memory: MemoryDeps | None) -> APIRouter:
     # Local alias: route modules do not use `from __future__ import annotations`, because FastAPI
     # must resolve this closure-local annotation at runtime.
     Caller = Annotated[Principal, Depends(principal_dependency(deps))]
-    agents = memory.agents if memory is not None else AgentService(deps.pool)
+    agents = deps.agents
     journal = deps.transcripts
     memory_names: tuple[str, ...] = TOOL_NAMES if memory is not None else ()
 

@@ -13,8 +13,9 @@ from fastapi import APIRouter, Depends, Query, Response, status
 from fastapi.responses import StreamingResponse
 
 from core.auth import Principal
+from core.memory.checks import MAX_LIST_LIMIT
 from core.memory.models import Category, MemoryEntry, Visibility
-from core.memory.service import MAX_LIST_LIMIT, EntryPage
+from core.memory.reads import EntryPage
 from memstream.api.deps import ApiDeps, MemoryDeps
 from memstream.api.errors import error_responses
 from memstream.api.routes.agents import AgentIdPath, UserIdQuery, memory_scope

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+from collections.abc import Sequence
 
 from core.chat import prompts
+from core.chat.base import ChatMessage
 from core.chat.prompts import (
     FACTS_PROMPT_VERSION,
+    SEARCH_SUMMARY_PROMPT_VERSION,
     SUMMARY_PROMPT_VERSION,
     TOOL_TEXT_LIMIT,
     escape_data,
     facts_request,
     render_conversation,
+    search_summary_request,
     summary_request,
 )
 from core.journal.models import ToolCall
@@ -27,8 +33,42 @@ def _blocks(text: str, tag: str) -> list[str]:
     return re.findall(rf"<{tag}[^>]*>\n(.*?)\n</{tag}>", text, re.DOTALL)
 
 
-def test_versions_are_named() -> None:
-    assert SUMMARY_PROMPT_VERSION == "summary-v1" and FACTS_PROMPT_VERSION == "facts-v1"
+PROMPT_FINGERPRINTS = {
+    "summary-v1": "92fb517b93771367",
+    "facts-v1": "d770d02adf43dd2c",
+    "search-summary-v1": "75a9419b9bc8e02f",
+}
+"""Each released prompt version and the fingerprint of what it sends: a version's fingerprint never
+changes. A prompt whose text or schema changed gets a new version, added here with its fingerprint."""
+
+
+def _fingerprint(parts: Sequence[object]) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _sent(messages: Sequence[ChatMessage]) -> list[object]:
+    return [[m.role, m.content] for m in messages]
+
+
+def test_a_changed_prompt_gets_a_new_version() -> None:
+    """Drafts record the prompt version that produced them, so the same version must always mean
+    the same prompt: rendering a fixed conversation with each prompt must give its version's
+    recorded fingerprint."""
+    talk = conversation(("user", "I live in Lyon & prefer <tea>."), ("assistant", "Noted."))
+    sent: dict[str, list[object]] = {
+        SUMMARY_PROMPT_VERSION: _sent(summary_request(summary("Earlier: coffee."), talk, max_tokens=300)),
+        FACTS_PROMPT_VERSION: [
+            *_sent(facts_request(talk)),
+            prompts.FACTS_RESPONSE_FORMAT,
+            prompts.FACTS_RESPONSE_FORMAT_FALLBACK,
+        ],
+        SEARCH_SUMMARY_PROMPT_VERSION: _sent(search_summary_request("tea?", talk, max_tokens=120)),
+    }
+    for version, parts in sent.items():
+        assert PROMPT_FINGERPRINTS.get(version) == _fingerprint(parts), (
+            f"the prompt of {version} changed: give it a new version and record its fingerprint "
+            f"{_fingerprint(parts)} under it (a released version's fingerprint never changes)"
+        )
 
 
 def test_injection_stays_inside_its_message_block_escaped() -> None:

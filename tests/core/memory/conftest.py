@@ -4,6 +4,7 @@ import asyncpg
 import pytest
 
 from core.memory.service import MemoryService
+from sinks.postgres.memory import PostgresMemoryStore
 
 from .helpers import FakeClock
 
@@ -15,4 +16,4 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def service(pool: asyncpg.Pool, clock: FakeClock) -> MemoryService:
-    return MemoryService(pool, clock)
+    return MemoryService(PostgresMemoryStore(pool), clock)

@@ -7,7 +7,7 @@ from typing import Any
 
 import asyncpg
 
-from core.memory.pinned import MemoryScope
+from core.memory.models import MemoryScope
 
 START = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 

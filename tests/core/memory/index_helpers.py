@@ -1,5 +1,6 @@
 """Helpers for the recall/tools/API tests: entries put into a real index the way the projection
-processor does it (dense + BM25 sparse, its payload), a down index, a closed port."""
+processor does it (dense + BM25 sparse, its payload), a down index (an `Outage` of the in-memory
+one), a closed port."""
 
 from __future__ import annotations
 
@@ -7,19 +8,18 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-from core.embeddings.base import SparseVector
 from core.memory.models import MemoryEntry
 from core.stores.vectors import (
     CollectionRef,
-    IndexFilter,
     IndexPoint,
     IndexUnavailable,
-    ScoredId,
     VectorIndex,
 )
 from processors.qdrant_projection import entry_payload
 from sinks.embeddings.bm25 import Bm25Sparse
 from sinks.embeddings.minilm import OfflineMiniLM
+from tests.fakes.outage import Outage
+from tests.fakes.vectors import InMemoryVectorIndex
 
 MODEL_ID = "all-MiniLM-L6-v2-int8"
 
@@ -54,31 +54,14 @@ async def project(
         await index.upsert(collection(entry), [point])
 
 
-class DownIndex:
-    """A `VectorIndex` whose server is down: every call raises `IndexUnavailable`."""
-
-    def __init__(self) -> None:
-        self.queries = 0
-
-    async def upsert(self, collection: CollectionRef, points: Sequence[IndexPoint]) -> None:
-        raise IndexUnavailable("connection refused")
-
-    async def delete(self, collection: CollectionRef, entry_ids: Sequence[str]) -> None:
-        raise IndexUnavailable("connection refused")
-
-    async def hybrid_query(
-        self,
-        collection: CollectionRef,
-        dense: Sequence[float],
-        sparse: SparseVector,
-        where: IndexFilter,
-        limit: int,
-    ) -> list[ScoredId]:
-        self.queries += 1
-        raise IndexUnavailable("connection refused")
-
-    async def close(self) -> None:
-        return None
+def down_index() -> Outage[InMemoryVectorIndex]:
+    """A `VectorIndex` whose server is down: every call raises `IndexUnavailable` (`.proxy` is the
+    index, `.calls` counts the calls)."""
+    return Outage(
+        InMemoryVectorIndex(),
+        methods={"upsert", "delete", "hybrid_query"},
+        error=lambda: IndexUnavailable("connection refused"),
+    )
 
 
 def closed_port() -> int:

@@ -7,6 +7,7 @@ import pytest
 
 from core.errors import InvalidInput
 from core.memory.agents import AgentRef, AgentService, normalise_capabilities
+from sinks.postgres.agents import PostgresAgents
 
 
 def ref(agent: str = "bot", account: str = "acme", env: str = "test") -> AgentRef:
@@ -14,7 +15,7 @@ def ref(agent: str = "bot", account: str = "acme", env: str = "test") -> AgentRe
 
 
 async def test_bind_and_read(pool: asyncpg.Pool) -> None:
-    agents = AgentService(pool)
+    agents = AgentService(PostgresAgents(pool))
     assert await agents.capabilities(ref()) == set()
     assert not await agents.has_memory(ref())
     record = await agents.bind(ref(), ["Memory", "memory"])
@@ -32,7 +33,7 @@ async def test_bind_and_read(pool: asyncpg.Pool) -> None:
 async def test_unknown_capability_is_invalid_and_writes_nothing(
     pool: asyncpg.Pool, capabilities: object
 ) -> None:
-    agents = AgentService(pool)
+    agents = AgentService(PostgresAgents(pool))
     with pytest.raises(InvalidInput) as info:
         await agents.bind(ref(), capabilities)  # type: ignore[arg-type]
     assert info.value.field == "capabilities"
@@ -40,7 +41,7 @@ async def test_unknown_capability_is_invalid_and_writes_nothing(
 
 
 async def test_invalid_ids(pool: asyncpg.Pool) -> None:
-    agents = AgentService(pool)
+    agents = AgentService(PostgresAgents(pool))
     with pytest.raises(InvalidInput) as info:
         await agents.bind(ref(agent="bad agent"), ["memory"])
     assert info.value.field == "agent_id"

@@ -21,7 +21,7 @@ from tests.sinks.qdrant.adapters import KINDS, open_adapter
 
 from .entries import make_entry
 from .helpers import FakeClock, legacy_shared_profile, scope
-from .index_helpers import MODEL_ID, DownIndex, closed_port, collection, project
+from .index_helpers import MODEL_ID, closed_port, collection, down_index, project
 
 ALICE = scope("alice")
 BOB = scope("bob")
@@ -118,7 +118,9 @@ async def test_limit_default_cap_and_bounds(
         capped = await recaller.recall(ALICE, "green tea", limit=above)
         assert (len(capped.hits), capped.limit) == (20, 20)
         assert capped.note is not None and f"limit {above} was capped at 20" in capped.note
-    down = await recaller_of(service, embedder, sparse, DownIndex()).recall(ALICE, "green tea", limit=21)
+    down = await recaller_of(service, embedder, sparse, down_index().proxy).recall(
+        ALICE, "green tea", limit=21
+    )
     assert (down.path, len(down.hits), down.limit) == ("postgres_fts", 20, 20)
     assert len((await recaller.recall(ALICE, "green tea", limit=1)).hits) == 1
 
@@ -128,9 +130,9 @@ async def test_falls_back_to_postgres_when_the_index_is_down(
 ) -> None:
     tea = await store(service, "tea", "The user prefers green tea.", importance=1.0)
     await store(service, "bikes", "The user rides a blue bike.")
-    down = DownIndex()
-    result = await recaller_of(service, embedder, sparse, down).recall(ALICE, "which tea?")
-    assert down.queries == 1
+    down = down_index()
+    result = await recaller_of(service, embedder, sparse, down.proxy).recall(ALICE, "which tea?")
+    assert down.calls["hybrid_query"] == 1
     assert result.path == "postgres_fts"
     assert result.fallback_reason is not None and "IndexUnavailable" in result.fallback_reason
     assert [hit.entry.entry_id for hit in result.hits] == [tea.entry_id]
@@ -249,7 +251,7 @@ async def test_a_legacy_shared_profile_fact_is_recalled_for_nobody(
     fact = await store(service, "bot.name", "The user's assistant is named Mallory Bot.")
     await project(index, embedder, sparse, [fact])
     for who in (BOB, scope(None)):
-        for searched in (index, DownIndex()):
+        for searched in (index, down_index().proxy):
             result = await recaller_of(service, embedder, sparse, searched).recall(
                 who, "what is the user's name?"
             )

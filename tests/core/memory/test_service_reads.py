@@ -9,7 +9,8 @@ import asyncpg
 import pytest
 
 from core.errors import InvalidInput, NotFound
-from core.memory.service import EntryPage, MemoryService
+from core.memory.reads import EntryPage
+from core.memory.service import MemoryService
 
 from .helpers import FakeClock, outbox, scope
 

@@ -8,15 +8,10 @@ import asyncpg
 import pytest
 
 from core.errors import InvalidInput, NotFound
+from core.memory.checks import CapacityExceeded, ContentTooLong, ProfileWithoutUser, content_hash
 from core.memory.models import LIMITS, EntryEvent, Provenance, entry_key
 from core.memory.screening import ScreeningRejected, SensitiveWithoutUser
-from core.memory.service import (
-    CapacityExceeded,
-    ContentTooLong,
-    MemoryService,
-    ProfileWithoutUser,
-    content_hash,
-)
+from core.memory.service import MemoryService
 
 from .helpers import FakeClock, outbox, scope
 

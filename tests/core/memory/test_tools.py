@@ -9,16 +9,17 @@ import asyncpg
 import pytest
 
 from core.errors import InvalidInput
+from core.memory.checks import ProfileWithoutUser
 from core.memory.recall import Recaller
 from core.memory.screening import ScreeningRejected
-from core.memory.service import MemoryService, ProfileWithoutUser
+from core.memory.service import MemoryService
 from core.memory.tools import MemoryTools, ToolContext
 from sinks.embeddings.bm25 import Bm25Sparse
 from sinks.embeddings.minilm import OfflineMiniLM
 from sinks.qdrant.edge import QdrantEdgeIndex
 
 from .helpers import scope
-from .index_helpers import MODEL_ID, DownIndex, project
+from .index_helpers import MODEL_ID, down_index, project
 
 
 @pytest.fixture
@@ -110,7 +111,9 @@ async def test_recall_and_forget(
     assert recalled["results"][0]["key"] == "tea" and recalled["results"][0]["score"] > 0
     assert (await tools.invoke("memory_recall", {"query": "what tea?"}, ctx("bob")))["count"] == 0
 
-    down = MemoryTools(service, Recaller(service, embedder, Bm25Sparse(), DownIndex(), model_id=MODEL_ID))
+    down = MemoryTools(
+        service, Recaller(service, embedder, Bm25Sparse(), down_index().proxy, model_id=MODEL_ID)
+    )
     assert (await down.invoke("memory_recall", {"query": "green tea"}, ctx()))["path"] == "postgres_fts"
 
     not_bobs = await tools.invoke("memory_forget", {"key": "tea"}, ctx("bob"))

@@ -21,9 +21,8 @@ from core.transcripts.tool_call_view import (
     character_start,
     complete_prefix,
 )
+from tests.fakes.transcripts import InMemoryTranscriptStore
 from tests.sinks.clickhouse.rows import row
-
-from .fakes import FakeTranscriptStore
 
 SCOPE = TranscriptScope(environment="test", account_id="acct", agent_id="agent")
 CONTEXT = JournalContext(scope=SCOPE)
@@ -81,7 +80,7 @@ async def page_through(
 @pytest.mark.parametrize("unit", ["x", "é", "€", "😀", "aé€😀\n"])
 async def test_paging_reassembles_exactly(unit: str) -> None:
     result = (unit * (200_000 // len(unit.encode()) + 1))[:70_000]
-    store = FakeTranscriptStore(rows=call_rows("t1", "call_1", '{"q": 1}', result))
+    store = InMemoryTranscriptStore(rows=call_rows("t1", "call_1", '{"q": 1}', result))
     viewer = ToolCallViewer(store)
     text, offsets = await page_through(viewer, "call_1", MAX_PAGE_BYTES)
     assert text == result
@@ -90,7 +89,7 @@ async def test_paging_reassembles_exactly(unit: str) -> None:
 
 
 async def test_page_end_moves_back_to_a_character_boundary() -> None:
-    store = FakeTranscriptStore(rows=call_rows("t1", "c", "{}", "ab😀cd"))  # 😀 at bytes 2..5
+    store = InMemoryTranscriptStore(rows=call_rows("t1", "c", "{}", "ab😀cd"))  # 😀 at bytes 2..5
     viewer = ToolCallViewer(store)
     page = await viewer.invoke({"tool_call_id": "c", "length": 4}, CONTEXT)
     assert (page["content"], page["length"], page["next_offset"], page["total_bytes"]) == ("ab", 2, 2, 8)
@@ -103,7 +102,7 @@ async def test_page_end_moves_back_to_a_character_boundary() -> None:
 
 
 async def test_offset_inside_a_character_and_length_too_small() -> None:
-    viewer = ToolCallViewer(FakeTranscriptStore(rows=call_rows("t1", "c", "{}", "ab😀cd")))
+    viewer = ToolCallViewer(InMemoryTranscriptStore(rows=call_rows("t1", "c", "{}", "ab😀cd")))
     inside = re.escape("3 falls inside a UTF-8 character (it starts at byte 2)")
     with pytest.raises(InvalidInput, match=inside) as info:
         await viewer.invoke({"tool_call_id": "c", "offset": 3}, CONTEXT)
@@ -117,7 +116,7 @@ async def test_offset_inside_a_character_and_length_too_small() -> None:
 
 
 async def test_arguments_part_and_missing_result() -> None:
-    store = FakeTranscriptStore(rows=call_rows("t1", "pending", '{"city": "Zürich"}', None))
+    store = InMemoryTranscriptStore(rows=call_rows("t1", "pending", '{"city": "Zürich"}', None))
     viewer = ToolCallViewer(store)
     page = await viewer.invoke({"tool_call_id": "pending", "part": "arguments"}, CONTEXT)
     assert (
@@ -128,7 +127,7 @@ async def test_arguments_part_and_missing_result() -> None:
 
 
 async def test_unknown_id_is_not_found() -> None:
-    viewer = ToolCallViewer(FakeTranscriptStore(rows=call_rows("t1", "c", "{}", "ok")))
+    viewer = ToolCallViewer(InMemoryTranscriptStore(rows=call_rows("t1", "c", "{}", "ok")))
     with pytest.raises(ToolCallNotFound, match="no tool call 'nope' in the threads of agent 'agent'") as info:
         await viewer.invoke({"tool_call_id": "nope"}, CONTEXT)
     assert info.value.code == "tool_call_not_found"
@@ -138,7 +137,7 @@ async def test_unknown_id_is_not_found() -> None:
 
 async def test_same_id_in_several_threads() -> None:
     rows = [r for n in range(12) for r in call_rows(f"t{n:02d}", "dup", "{}", f"result {n}", at=n)]
-    viewer = ToolCallViewer(FakeTranscriptStore(rows=rows))
+    viewer = ToolCallViewer(InMemoryTranscriptStore(rows=rows))
     with pytest.raises(
         AmbiguousToolCall, match=r"occurs in 12 threads \(.* and 2 more\).*pass `thread_id`"
     ) as info:
@@ -162,7 +161,7 @@ def repeated_id_rows() -> list[Any]:
 
 
 async def test_a_repeated_id_reads_the_most_recent_call_unless_told_which() -> None:
-    viewer = ToolCallViewer(FakeTranscriptStore(rows=repeated_id_rows()))
+    viewer = ToolCallViewer(InMemoryTranscriptStore(rows=repeated_id_rows()))
     latest = await viewer.invoke({"tool_call_id": "call_0", "part": "arguments"}, CONTEXT)
     assert (latest["content"], latest["occurrence"], latest["occurrences"]) == ('{"n": 3}', 3, 3)
     with pytest.raises(ToolCallPartNotFound, match="has no result recorded"):
@@ -189,7 +188,7 @@ async def test_a_repeated_id_reads_the_most_recent_call_unless_told_which() -> N
 
 async def test_a_repeated_id_in_the_current_thread_wins_over_other_threads() -> None:
     rows = repeated_id_rows() + call_rows("t2", "call_0", "{}", "elsewhere", at=0)
-    store = FakeTranscriptStore(rows=rows)
+    store = InMemoryTranscriptStore(rows=rows)
     viewer = ToolCallViewer(store)
     with pytest.raises(AmbiguousToolCall, match="occurs in 2 threads"):
         await viewer.invoke({"tool_call_id": "call_0"}, CONTEXT)
@@ -201,7 +200,7 @@ async def test_a_repeated_id_in_the_current_thread_wins_over_other_threads() -> 
     assert (here["thread_id"], here["occurrence"], here["occurrences"]) == ("t1", 2, 3)
 
 
-class ShrinkingStore(FakeTranscriptStore):
+class ShrinkingStore(InMemoryTranscriptStore):
     """The projection is rebuilt between the lookup and the read: the result is shorter now."""
 
     async def tool_call(

@@ -16,6 +16,7 @@ from core.auth import issue_key
 from core.config import Settings
 from memstream.api import ApiDeps, create_app
 from memstream.wiring.api import build_api_deps
+from sinks.postgres.api_keys import PostgresApiKeys
 from sinks.slatedb.journal import SlateJournal
 
 
@@ -59,6 +60,6 @@ class Keys:
 @pytest.fixture
 async def keys(pool: asyncpg.Pool) -> Keys:
     """Authorization headers of two accounts of the test environment."""
-    acme = await issue_key(pool, "acme", "test", "tests")
-    globex = await issue_key(pool, "globex", "test", "tests")
+    acme = await issue_key(PostgresApiKeys(pool), "acme", "test", "tests")
+    globex = await issue_key(PostgresApiKeys(pool), "globex", "test", "tests")
     return Keys(acme={"Authorization": f"Bearer {acme}"}, globex={"Authorization": f"Bearer {globex}"})

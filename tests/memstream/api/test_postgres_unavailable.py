@@ -17,6 +17,7 @@ from core.auth import issue_key
 from core.config import Settings
 from memstream.api import create_app
 from memstream.wiring.api import build_api_deps
+from sinks.postgres.api_keys import PostgresApiKeys
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
 from sinks.slatedb.journal import SlateJournal
@@ -38,7 +39,7 @@ async def unstable_client(
     journal = await SlateJournal.open(settings.journal, flush_interval_ms=1)
     try:
         await migrate(pool)
-        key = await issue_key(pool, "acme", "test")
+        key = await issue_key(PostgresApiKeys(pool), "acme", "test")
         app = create_app(build_api_deps(settings, journal, pool))
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
         async with httpx.AsyncClient(transport=transport, base_url="http://memstream.test") as client:

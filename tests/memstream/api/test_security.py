@@ -5,6 +5,7 @@ import httpx
 import pytest
 
 from core.auth import issue_key, revoke_key, verify
+from sinks.postgres.api_keys import PostgresApiKeys
 
 from .conftest import Keys
 
@@ -47,18 +48,18 @@ async def test_every_route_needs_a_valid_key(
 
 
 async def test_revoked_key_is_refused(client: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
-    key = await issue_key(pool, "acme", "test")
+    key = await issue_key(PostgresApiKeys(pool), "acme", "test")
     headers = {"Authorization": f"Bearer {key}"}
     assert (await client.put("/v1/threads/t1", json={"agent_id": "bot"}, headers=headers)).status_code == 201
-    principal = await verify(pool, key, "test")
-    await revoke_key(pool, "acme", "test", principal.key_id)
+    principal = await verify(PostgresApiKeys(pool), key, "test")
+    await revoke_key(PostgresApiKeys(pool), "acme", "test", principal.key_id)
     response = await client.get("/v1/threads/t1", headers=headers)
     assert response.status_code == 401
     assert "was revoked" in response.json()["error"]["message"]
 
 
 async def test_key_of_another_environment_is_refused(client: httpx.AsyncClient, pool: asyncpg.Pool) -> None:
-    key = await issue_key(pool, "acme", "prod")
+    key = await issue_key(PostgresApiKeys(pool), "acme", "prod")
     response = await client.get("/v1/threads/t1", headers={"Authorization": f"Bearer {key}"})
     assert response.status_code == 401
     assert "no such key in environment 'test'" in response.json()["error"]["message"]

@@ -1,19 +1,19 @@
-"""`JournalReading` (the read loop of `rebuild clickhouse`) over a scripted reader and a recording
+"""`JournalReading` (the read loop of `rebuild clickhouse`) over a scripted reader and the in-memory
 store: when rows are inserted, when it completes, and why it fails."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
-from typing import cast
+from collections.abc import Callable
 
 import pytest
 
-from core.stores.transcripts import TranscriptRow, TranscriptStore
+from core.stores.transcripts import TranscriptStore
 from memstream.ops.journal_reading import JournalReading
 from memstream.ops.rebuild_base import RebuildFailed, Reporter
 from streams.runtime.processor import Record
+from tests.fakes.transcripts import InMemoryTranscriptStore
 from tests.processors.transcript_support import message, record_of
 
 
@@ -37,28 +37,20 @@ class ScriptedReader:
         return [record(seq) for seq in self.script(self.reads)]
 
 
-class RecordingStore:
-    """Every insert as (table, seqs)."""
-
-    def __init__(self) -> None:
-        self.inserts: list[tuple[str | None, list[int]]] = []
-
-    async def insert(self, rows: Sequence[TranscriptRow], *, table: str | None = None) -> None:
-        self.inserts.append((table, [r.seq for r in rows]))
-
-    def seqs(self, table: str | None) -> set[int]:
-        return {s for t, seqs in self.inserts if t == table for s in seqs}
+def seqs(store: InMemoryTranscriptStore, table: str | None) -> set[int]:
+    """The seqs inserted into `table` (None: the live table)."""
+    return {r.seq for t, rows in store.inserts if t == table for r in rows}
 
 
 def reading(
-    reader: ScriptedReader, store: RecordingStore, *, published: int, idle_s: float
+    reader: ScriptedReader, store: TranscriptStore, *, published: int, idle_s: float
 ) -> JournalReading:
     async def cursor() -> int:
         return published
 
     return JournalReading(
         reader=reader,
-        store=cast(TranscriptStore, store),
+        store=store,
         published=cursor,
         report=Reporter(lambda _: None),
         batch_size=5000,
@@ -73,52 +65,55 @@ def one_per_read(n: int) -> list[int]:
 
 
 async def test_a_steady_trickle_completes_without_waiting_for_a_full_batch() -> None:
-    store = RecordingStore()
+    store = InMemoryTranscriptStore()
+    table = await store.create_rebuild_table()
     run = reading(ScriptedReader(one_per_read), store, published=10**6, idle_s=1.0)
     started = time.monotonic()
-    await asyncio.wait_for(run.run("read", "rebuild_t", 1, 3), 5)
+    await asyncio.wait_for(run.run("read", table, 1, 3), 5)
     assert time.monotonic() - started < 0.5  # the read completing the range was inserted at once
-    assert store.seqs("rebuild_t") == {1, 2, 3}
+    assert seqs(store, table) == {1, 2, 3}
 
 
 async def test_rows_beyond_the_range_are_inserted_within_the_flush_interval() -> None:
     # a catch-up of 1..40 fed one record per read: inserted in batches by time, not at the end
-    store = RecordingStore()
+    store = InMemoryTranscriptStore()
     run = reading(ScriptedReader(one_per_read, every_s=0.05), store, published=10**6, idle_s=2.0)
     run.flush_every_s = 0.2
     await asyncio.wait_for(run.run("catch-up", None, 1, 40), 10)
-    assert store.seqs(None) == set(range(1, 41))
+    assert seqs(store, None) == set(range(1, 41))
     assert len(store.inserts) > 3  # batches by time, well below batch_size
-    assert all(len(seqs) <= 6 for _, seqs in store.inserts[:-1])
+    assert all(len(rows) <= 6 for _, rows in store.inserts[:-1])
 
 
 @pytest.mark.parametrize("published", [3, 10])
 async def test_a_seq_the_topic_lacks_fails_although_later_records_keep_coming(published: int) -> None:
     # seqs 1, 2, then only live appends 5, 6, ...: seq 3 never comes though the relay published it
     # (3: the relay has not published all of 1..4 yet, but what it has includes the missing seq)
-    store = RecordingStore()
+    store = InMemoryTranscriptStore()
+    table = await store.create_rebuild_table()
     reader = ScriptedReader(lambda n: [n] if n <= 2 else [n + 2])
     run = reading(reader, store, published=published, idle_s=0.5)
     with pytest.raises(RebuildFailed, match=r"lacks seq 3 .*memstream republish --from-seq 3"):
-        await asyncio.wait_for(run.run("read", "rebuild_t", 1, 4), 5)
-    assert {1, 2} <= store.seqs("rebuild_t")
+        await asyncio.wait_for(run.run("read", table, 1, 4), 5)
+    assert {1, 2} <= seqs(store, table)
 
 
 async def test_a_relay_behind_is_named_as_the_reason() -> None:
-    store = RecordingStore()
+    store = InMemoryTranscriptStore()
+    table = await store.create_rebuild_table()
     run = reading(ScriptedReader(lambda n: [n] if n <= 2 else []), store, published=2, idle_s=0.5)
     behind = "relay has published the journal up to seq 2 of 4: is it running"
     with pytest.raises(RebuildFailed, match=behind):
-        await asyncio.wait_for(run.run("read", "rebuild_t", 1, 4), 5)
+        await asyncio.wait_for(run.run("read", table, 1, 4), 5)
 
 
 async def test_a_failed_catch_up_still_inserts_every_row_it_read() -> None:
     # catch-up of 5..8 into the live table: 5 and 6 arrive, 7 never, later appends keep coming
-    store = RecordingStore()
+    store = InMemoryTranscriptStore()
     reader = ScriptedReader(lambda n: [n + 4] if n <= 2 else [n + 100])
     run = reading(reader, store, published=8, idle_s=0.5)
     run.flush_every_s = 60.0  # neither the timer nor the batch size inserts them: the failure does
     run.batch_size = 10**6
     with pytest.raises(RebuildFailed, match="lacks seq 7"):
         await asyncio.wait_for(run.run("catch-up", None, 5, 8), 5)
-    assert {5, 6} <= store.seqs(None)
+    assert {5, 6} <= seqs(store, None)

@@ -21,6 +21,7 @@ from memstream.engines import Engines
 from memstream.ops.progress import Progress
 from memstream.ops.rebuild import RebuildFailed, rebuild_qdrant
 from processors.qdrant_projection import QdrantProjection
+from sinks.postgres.memory import PostgresMemoryStore
 from sinks.qdrant.edge import QdrantEdgeIndex
 from sinks.qdrant.generations import generation_of
 from streams.admin import apply_topics
@@ -97,7 +98,7 @@ async def published_and_projected(
 ) -> tuple[MemoryService, EntriesOutboxRelay, dict[str, dict[str, str]]]:
     """`populate(n)`, published by the outbox relay and projected into the live index; returns the
     service, the relay (the caller closes it) and what the index holds."""
-    service = MemoryService(pool)
+    service = MemoryService(PostgresMemoryStore(pool))
     await populate(service, n)
     relay = EntriesOutboxRelay(pool, engines.settings)
     await relay.drain()
@@ -137,7 +138,7 @@ async def _index_is(engines: Engines, want: dict[str, dict[str, str]]) -> bool:
 async def test_rebuild_while_the_live_projection_keeps_writing_loses_nothing(
     engines: Engines, pool: asyncpg.Pool
 ) -> None:
-    service = MemoryService(pool)
+    service = MemoryService(PostgresMemoryStore(pool))
     await populate(service, 30)
     relay = EntriesOutboxRelay(pool, engines.settings, poll_interval=0.1)
     stop = asyncio.Event()

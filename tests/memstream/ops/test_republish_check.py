@@ -6,7 +6,10 @@ from memstream.ops.republish import check_from_seq
 
 @pytest.mark.parametrize(("from_seq", "last_seq"), [(0, 0), (0, 5), (1, 5), (5, 5)])
 def test_valid(from_seq: int, last_seq: int) -> None:
-    check_from_seq(from_seq, last_seq)
+    """Accepted (returns None), and the next seq past the journal's last is the first refused."""
+    assert check_from_seq(from_seq, last_seq) is None  # type: ignore[func-returns-value]
+    with pytest.raises(InvalidInput):
+        check_from_seq(last_seq + 1, last_seq)
 
 
 @pytest.mark.parametrize(

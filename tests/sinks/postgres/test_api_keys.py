@@ -4,7 +4,7 @@ import hashlib
 
 import asyncpg
 
-from sinks.postgres import api_keys
+from sinks.postgres.api_keys import PostgresApiKeys
 
 
 def _hash(text: str) -> bytes:
@@ -12,8 +12,8 @@ def _hash(text: str) -> bytes:
 
 
 async def test_insert_find_list_revoke(pool: asyncpg.Pool) -> None:
-    record = await api_keys.insert_key(
-        pool,
+    keys = PostgresApiKeys(pool)
+    record = await keys.insert(
         key_id="key_1",
         environment="test",
         account_id="acme",
@@ -22,20 +22,16 @@ async def test_insert_find_list_revoke(pool: asyncpg.Pool) -> None:
         label="ci",
     )
     assert (record.account_id, record.label, record.revoked) == ("acme", "ci", False)
-    assert await api_keys.find_by_hash(pool, _hash("k1"), environment="test") == record
-    assert await api_keys.find_by_hash(pool, _hash("k1"), environment="prod") is None
-    assert await api_keys.find_by_hash(pool, _hash("k2"), environment="test") is None
-    assert [r.key_id for r in await api_keys.list_keys(pool, environment="test", account_id="acme")] == [
-        "key_1"
-    ]
-    assert await api_keys.list_keys(pool, environment="test", account_id="globex") == []
+    assert await keys.find_by_hash(_hash("k1"), environment="test") == record
+    assert await keys.find_by_hash(_hash("k1"), environment="prod") is None
+    assert await keys.find_by_hash(_hash("k2"), environment="test") is None
+    assert [r.key_id for r in await keys.list(environment="test", account_id="acme")] == ["key_1"]
+    assert await keys.list(environment="test", account_id="globex") == []
 
-    assert not await api_keys.revoke_key(pool, environment="test", account_id="globex", key_id="key_1")
-    assert await api_keys.revoke_key(pool, environment="test", account_id="acme", key_id="key_1")
-    revoked = await api_keys.find_by_hash(pool, _hash("k1"), environment="test")
+    assert not await keys.revoke(environment="test", account_id="globex", key_id="key_1")
+    assert await keys.revoke(environment="test", account_id="acme", key_id="key_1")
+    revoked = await keys.find_by_hash(_hash("k1"), environment="test")
     assert revoked is not None and revoked.revoked
-    assert await api_keys.revoke_key(
-        pool, environment="test", account_id="acme", key_id="key_1"
-    )  # idempotent
-    again = await api_keys.find_by_hash(pool, _hash("k1"), environment="test")
+    assert await keys.revoke(environment="test", account_id="acme", key_id="key_1")  # idempotent
+    again = await keys.find_by_hash(_hash("k1"), environment="test")
     assert again is not None and again.revoked_at == revoked.revoked_at

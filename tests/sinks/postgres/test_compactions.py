@@ -9,8 +9,9 @@ from typing import Any
 import asyncpg
 
 from core.journal.models import ThreadRef
+from core.stores.compactions import OpenCompaction
 from core.stores.thresholds import ThreadScope
-from sinks.postgres.compactions import OpenCompaction, PostgresCompactions, PostgresSummaryVersions
+from sinks.postgres.compactions import PostgresCompactions, PostgresSummaryVersions
 
 A = ThreadScope("test", "acme", "bot", "th-1")
 B = ThreadScope("test", "globex", "bot", "th-1")  # same thread id, other account
@@ -106,20 +107,13 @@ async def test_held_back_crossings_wait_for_the_request_in_flight(pool: asyncpg.
     assert (await row(ledger, B)).crossed_offset is None
 
 
-async def test_the_summary_version_mark_only_rises(pool: asyncpg.Pool) -> None:
+async def test_the_summary_version_mark_leaves_the_compaction_alone(pool: asyncpg.Pool) -> None:
+    """The mark lives next to the thread's compaction state and leaves it alone (that it only rises
+    is in the contract suite, tests/core/stores/test_summaries.py)."""
     versions = PostgresSummaryVersions(pool)
     thread = ThreadRef(environment="test", account_id="acme", thread_id="th-1")
-    assert await versions.highest(thread, "bot") == 0
-    await versions.record(thread, "bot", 2)
-    await versions.record(thread, "bot", 1)
-    assert await versions.highest(thread, "bot") == 2
-    await versions.record(thread, "bot", 3)
-    assert await versions.highest(thread, "bot") == 3
-    assert await versions.highest(thread, "other-bot") == 0
-    other = ThreadRef(environment="test", account_id="globex", thread_id="th-1")
-    assert await versions.highest(other, "bot") == 0
-    # the mark lives next to the thread's compaction state and leaves it alone
     ledger = PostgresCompactions(pool)
     await ledger.record_requests([(A, request(A, 49))])
     await versions.record(thread, "bot", 4)
     assert (await row(ledger, A)).to_offset == 49
+    assert await versions.highest(thread, "bot") == 4

@@ -1,4 +1,5 @@
-"""Fixtures for the vector index suite: one parametrised `open_index` over both adapters."""
+"""Fixtures for the Qdrant adapter tests: one parametrised `open_index` over both adapters (the
+`VectorIndex` contract, with the fake too, is tests/core/stores/test_vectors.py)."""
 
 from __future__ import annotations
 

@@ -7,8 +7,9 @@ import asyncio
 import pytest
 from redis.asyncio import Redis
 
+from core.stores.locks import LockUnavailable
 from sinks.redis.client import redis_client
-from sinks.redis.locks import LockUnavailable, RedisLocks
+from sinks.redis.locks import RedisLocks
 
 
 async def test_acquire_is_exclusive_until_released(client: Redis, namespace: str) -> None:

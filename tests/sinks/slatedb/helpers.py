@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
+from core.errors import JournalFenced
 from core.journal.models import NewMessage, ThreadRef, ToolCall
+from core.stores.journal import Journal
 
 
 def thread(thread_id: str = "t1", account_id: str = "acc1", environment: str = "test") -> ThreadRef:
@@ -24,3 +28,19 @@ def tool_call_pair(call_id: str = "call-1") -> list[NewMessage]:
         ),
         NewMessage(role="tool", tool_call=ToolCall(id=call_id, result="18 C and sunny")),
     ]
+
+
+async def every_call_is_fenced(journal: Journal) -> None:
+    """Every call of `journal` raises JournalFenced."""
+    calls = [
+        journal.append(thread(), "a", None, [user("late")]),
+        journal.last(thread(), 5),
+        journal.after(thread(), -1),
+        journal.read_from_seq(0, 10),
+        journal.last_seq(),
+        journal.get_cursor("relay"),
+        journal.set_cursor("relay", 1),
+    ]
+    for call in calls:
+        with pytest.raises(JournalFenced, match="opened by another writer; this writer is fenced"):
+            await call

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from slatedb.uniffi import DbBuilder
 
-from sinks.slatedb.journal import SlateJournal, _fast_write
+from sinks.slatedb.binding import fast_write
+from sinks.slatedb.journal import SlateJournal
 from sinks.slatedb.objectstore import build_object_store
 
 
@@ -18,7 +19,7 @@ async def test_arbitrary_bytes_round_trip_through_the_patched_binding(
     await journal.close()
     from slatedb.uniffi._slatedb_uniffi import slatedb as generated
 
-    assert generated._UniffiRustBufferBuilder.write is _fast_write
+    assert generated._UniffiRustBufferBuilder.write is fast_write
 
     location = build_object_store(f"file://{tmp_path / 'raw'}")
     db = await DbBuilder(location.db_path, location.store).build()

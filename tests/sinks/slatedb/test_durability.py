@@ -6,11 +6,11 @@ import asyncio
 
 import pytest
 
-from core.errors import JournalFenced, JournalUnavailable
+from core.errors import JournalFenced
 from core.journal.models import Message
 from sinks.slatedb.journal import SlateJournal
 
-from .helpers import thread, user
+from .helpers import every_call_is_fenced, thread, user
 
 
 async def test_everything_acknowledged_is_there_after_reopening(journal_url: str) -> None:
@@ -39,29 +39,6 @@ async def test_everything_acknowledged_is_there_after_reopening(journal_url: str
         assert await reopened.append(thread("t3"), "a", None, [user("m3", "id3")]) == [acked[3]]
     finally:
         await reopened.close()
-
-
-async def test_closed_journal_refuses_calls(journal_url: str) -> None:
-    journal = await SlateJournal.open(journal_url)
-    await journal.close()
-    await journal.close()  # idempotent
-    with pytest.raises(JournalUnavailable, match="closed"):
-        await journal.last(thread(), 1)
-
-
-async def every_call_is_fenced(journal: SlateJournal) -> None:
-    calls = [
-        journal.append(thread(), "a", None, [user("late")]),
-        journal.last(thread(), 5),
-        journal.after(thread(), -1),
-        journal.read_from_seq(0, 10),
-        journal.last_seq(),
-        journal.get_cursor("relay"),
-        journal.set_cursor("relay", 1),
-    ]
-    for call in calls:
-        with pytest.raises(JournalFenced, match="opened by another writer; this writer is fenced"):
-            await call
 
 
 async def test_second_writer_fences_the_first(journal_url: str) -> None:

@@ -6,6 +6,7 @@ import asyncpg
 import pytest
 
 from core.memory.service import MemoryService
+from sinks.postgres.memory import PostgresMemoryStore
 from tests.core.memory.helpers import FakeClock
 
 
@@ -16,4 +17,4 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def service(pool: asyncpg.Pool, clock: FakeClock) -> MemoryService:
-    return MemoryService(pool, clock)
+    return MemoryService(PostgresMemoryStore(pool), clock)

@@ -25,6 +25,7 @@ from streams.codecs import journal_messages
 from streams.codecs.records import header
 from streams.relays.journal import Relay, RelayDeliveryError, RelayLag
 from streams.topics import load_topics
+from tests.fakes.outage import Outage
 from tests.streams.relays.support import consume_from_start, relay_settings_on
 
 REGISTRY = load_topics()
@@ -122,49 +123,20 @@ async def test_a_new_relay_resumes_from_the_durable_cursor(
     assert sorted(journal_messages.decode(r.value()).seq for r in records) == list(range(1, 31))
 
 
-class CrashBeforeCursorStore:
-    """The real journal, except that the next `set_cursor` fails: the relay 'crashes' after the
-    broker confirmed a batch and before the cursor is durable."""
-
-    def __init__(self, journal: SlateJournal) -> None:
-        self.journal = journal
-        self.crashed = False
-
-    async def append(self, *args: object) -> list[Message]:
-        raise AssertionError("the relay never appends")
-
-    async def last(self, thread: ThreadRef, n: int) -> list[Message]:
-        return await self.journal.last(thread, n)
-
-    async def after(self, thread: ThreadRef, offset: int, limit: int = 1000) -> list[Message]:
-        return await self.journal.after(thread, offset, limit)
-
-    async def read_from_seq(self, after_seq: int, limit: int) -> list[Message]:
-        return await self.journal.read_from_seq(after_seq, limit)
-
-    async def last_seq(self) -> int:
-        return await self.journal.last_seq()
-
-    async def get_cursor(self, name: str) -> int:
-        return await self.journal.get_cursor(name)
-
-    async def set_cursor(self, name: str, seq: int) -> None:
-        if not self.crashed:
-            self.crashed = True
-            raise RuntimeError("process killed before the cursor was stored")
-        await self.journal.set_cursor(name, seq)
-
-    async def close(self) -> None:
-        pass
-
-
 async def test_crash_before_the_cursor_is_stored_republishes_the_batch(
     relay_settings: Settings, journal: SlateJournal
 ) -> None:
     await append(journal, threads=3, per_thread=10)
     first = Relay(journal, relay_settings, batch_size=12)
     assert await first.run_once() == 12  # seq 1..12 published and confirmed
-    crashing = Relay(CrashBeforeCursorStore(journal), relay_settings, batch_size=12)  # type: ignore[arg-type]
+    # the broker confirms the next batch, then the process "dies" before the cursor is durable
+    crash = Outage(
+        journal,
+        methods={"set_cursor"},
+        error=lambda: RuntimeError("process killed before the cursor was stored"),
+        times=1,
+    )
+    crashing = Relay(crash.proxy, relay_settings, batch_size=12)
     with pytest.raises(RuntimeError, match="killed"):
         await crashing.run_once()  # seq 13..24 reached the broker, the cursor did not move
     assert await journal.get_cursor("relay.journal.messages") == 12

@@ -23,6 +23,7 @@ from streams.codecs import journal_messages
 from streams.relays.journal import Relay
 from streams.sequencing import stamp_of
 from streams.topics import load_topics
+from tests.fakes.outage import Outage
 from tests.memstream.own_broker import own_broker
 from tests.streams.relays.support import consume_from_start, relay_settings_on
 
@@ -124,31 +125,14 @@ async def test_a_restart_continues_the_pass_and_a_rewind_starts_a_new_one(
     assert stored is not None and stored.cursor == 30 and min(stored.bounds) == 25
 
 
-class FailingCursor:
-    """The real journal, except that `set_cursor` fails `failures` times (after the broker confirmed)."""
-
-    def __init__(self, journal: SlateJournal, failures: int) -> None:
-        self.journal = journal
-        self.failures = failures
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.journal, name)
-
-    async def set_cursor(self, name: str, seq: int) -> None:
-        if self.failures > 0:
-            self.failures -= 1
-            raise OSError("disk full")
-        await self.journal.set_cursor(name, seq)
-
-
 async def test_a_batch_published_again_carries_the_same_stamps(
     relay_settings: Settings, journal: SlateJournal, pool: asyncpg.Pool
 ) -> None:
     """A cursor that could not be stored: the batch is published again with the same prevs (a
     retried batch stamped past itself would stall every consumer's chain)."""
     await append(journal, 12)
-    flaky = FailingCursor(journal, failures=1)
-    relay = Relay(flaky, relay_settings, batch_size=12, bounds_store=PostgresProgress(pool))  # type: ignore[arg-type]
+    flaky = Outage(journal, methods={"set_cursor"}, error=lambda: OSError("disk full"), times=1)
+    relay = Relay(flaky.proxy, relay_settings, batch_size=12, bounds_store=PostgresProgress(pool))
     with pytest.raises(OSError):
         await relay.run_once()
     await drain(relay)

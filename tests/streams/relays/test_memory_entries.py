@@ -16,6 +16,7 @@ from confluent_kafka import Message as KafkaMessage
 from core.config import Settings
 from core.memory.models import EntryEvent, entry_key
 from core.memory.service import MemoryService
+from sinks.postgres.memory import PostgresMemoryStore
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
 from streams.admin import apply_topics
@@ -220,7 +221,7 @@ async def test_run_rides_out_a_postgres_restart(relay_settings: Settings) -> Non
     with private_postgres() as postgres:
         pool = await create_pool(postgres.dsn, command_timeout=5)
         await migrate(pool)
-        service = MemoryService(pool, FakeClock())
+        service = MemoryService(PostgresMemoryStore(pool), FakeClock())
         relay = EntriesOutboxRelay(pool, relay_settings, poll_interval=0.2, max_backoff=0.5)
         stop = asyncio.Event()
         task = asyncio.create_task(relay.run(stop))

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
 
 import pytest
 
 from core.sequencing import PartitionBounds, Stamp, partition_for
-from core.stores.progress import GroupProgress, TopicProgress
+from core.stores.progress import GroupProgress
 from streams.runtime.processor import Record
 from streams.runtime.progress import ProgressTracker
 from streams.sequencing import stamp_headers
+from tests.fakes.outage import Outage
+from tests.fakes.progress import InMemoryProgress
 
 TOPIC = "p.journal.messages"
 
@@ -28,40 +29,19 @@ def stamped(
     return Record(TOPIC, where, seq, key, b"{}", headers, None)
 
 
-class Store:
-    """A ProgressStore fake: records calls, can fail or hang (unit test)."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, int, dict[int, int]]] = []
-        self.fail = False
-        self.hang = False
-        self.loaded = GroupProgress()
-
-    async def load(self, group_id: str) -> GroupProgress:
-        if self.fail:
-            raise ConnectionError("postgres down")
-        return self.loaded
-
-    async def checkpoint(
-        self, group_id: str, topic: str, partitions: int, done: Mapping[int, int]
-    ) -> TopicProgress:
-        if self.hang:
-            await asyncio.Event().wait()
-        if self.fail:
-            raise ConnectionError("postgres down")
-        self.calls.append((topic, partitions, dict(done)))
-        return TopicProgress(watermark=min(done.values()), done=dict(done))
-
-    async def claim_scope(self, group_id: str, scope: str) -> bool:
-        if self.fail:
-            raise ConnectionError("postgres down")
-        return False
+def down(store: InMemoryProgress) -> Outage[InMemoryProgress]:
+    """`store` with Postgres down: every call raises ConnectionError until `restore()`."""
+    return Outage(
+        store, methods={"load", "checkpoint", "claim_scope"}, error=lambda: ConnectionError("postgres down")
+    )
 
 
 async def test_a_chain_advances_only_from_what_was_done() -> None:
-    store = Store()
+    store = InMemoryProgress()
     tracker = ProgressTracker("g", store)
     p = partition_for(b"thread-1", 3)
+    # the relay published seqs up to 20, all of them on partition p
+    await store.save_bounds(TOPIC, PartitionBounds(3, 20, tuple(20 if i == p else 0 for i in range(3))))
     tracker.advance([stamped(5, 0), stamped(9, 5)])
     assert tracker.done(TOPIC, 3, p) == 9
     tracker.advance([stamped(20, 12)])  # 12 is above what was done: a predecessor may be missing
@@ -69,14 +49,14 @@ async def test_a_chain_advances_only_from_what_was_done() -> None:
     tracker.advance([stamped(9, 5), stamped(12, 9), stamped(20, 12)])  # a republished copy fills it
     assert tracker.done(TOPIC, 3, p) == 20
     await tracker.checkpoint()
-    assert store.calls == [(TOPIC, 3, {p: 20})]
+    assert (await store.load("g")).done == {(TOPIC, 3, i): 20 for i in range(3)}
     assert tracker.watermark(TOPIC) == 20
 
 
 async def test_records_already_done_are_skippable_and_foreign_stamps_count_for_nothing() -> None:
-    store = Store()
+    store = InMemoryProgress()
     p = partition_for(b"thread-1", 3)
-    store.loaded = GroupProgress(watermarks={TOPIC: 4}, done={(TOPIC, 3, p): 10})
+    store.groups["g"] = GroupProgress(watermarks={TOPIC: 4}, done={(TOPIC, 3, p): 10})
     tracker = ProgressTracker("g", store)
     await tracker.load()
     assert tracker.skippable(stamped(10, 7))
@@ -91,10 +71,10 @@ async def test_records_already_done_are_skippable_and_foreign_stamps_count_for_n
 
 
 async def test_store_failures_never_stop_processing(caplog: pytest.LogCaptureFixture) -> None:
-    store = Store()
-    store.fail = True
+    store = InMemoryProgress()
+    outage = down(store)
     now = [0.0]
-    tracker = ProgressTracker("g", store, retry_after_s=10, timeout_s=0.2, clock=lambda: now[0])
+    tracker = ProgressTracker("g", outage.proxy, retry_after_s=10, timeout_s=0.2, clock=lambda: now[0])
     with caplog.at_level(logging.WARNING, logger="memstream.runtime.progress"):
         await tracker.load()  # starts from nothing
         tracker.advance([stamped(1, 0)])
@@ -102,15 +82,16 @@ async def test_store_failures_never_stop_processing(caplog: pytest.LogCaptureFix
         tracker.advance([stamped(2, 1)])
         await tracker.checkpoint()  # within retry_after_s: not even tried
     assert sum("could not store" in r.getMessage() for r in caplog.records) == 1
-    store.fail = False
-    store.hang = True
+    outage.fail(None)  # now it hangs
     now[0] = 11.0
     await asyncio.wait_for(tracker.checkpoint(), 2)  # a hanging store times out
-    assert store.calls == []
-    store.hang = False
+    assert (await store.load("g")).done == {}
+    outage.restore()
     now[0] = 22.0
     await tracker.checkpoint()
-    assert store.calls == [(TOPIC, 3, {partition_for(b"thread-1", 3): 2})]  # kept, stored once it could
+    p = partition_for(b"thread-1", 3)
+    stored = (await store.load("g")).done
+    assert stored == {(TOPIC, 3, i): 2 if i == p else 0 for i in range(3)}  # kept, stored once it could
 
 
 def test_bounds_continue_across_batches_of_one_pass() -> None:
@@ -123,22 +104,23 @@ def test_bounds_continue_across_batches_of_one_pass() -> None:
 async def test_a_scope_that_cannot_be_claimed_disables_skipping_and_storing() -> None:
     """The stored progress may belong to another store: nothing is skipped on its word, and
     nothing is stored for it, until the runtime restarts."""
-    store = Store()
-    store.loaded = GroupProgress(watermarks={TOPIC: 50})
-    store.fail = True
-    tracker = ProgressTracker("g", store)
+    store = InMemoryProgress()
+    store.groups["g"] = GroupProgress(watermarks={TOPIC: 50})
+    outage = down(store)
+    tracker = ProgressTracker("g", outage.proxy)
     await tracker.load("clickhouse:new")
-    store.fail = False
+    outage.restore()
     assert tracker.disabled
     assert not tracker.skippable(stamped(5, 0))
     tracker.advance([stamped(5, 0)])
     await tracker.checkpoint()
-    assert store.calls == []
+    assert outage.calls["checkpoint"] == 0
+    assert await store.load("g") == GroupProgress(watermarks={TOPIC: 50})
 
 
 async def test_a_claimed_scope_loads_the_progress() -> None:
-    store = Store()
-    store.loaded = GroupProgress(watermarks={TOPIC: 50})
+    store = InMemoryProgress()
+    store.groups["g"] = GroupProgress(watermarks={TOPIC: 50})
     tracker = ProgressTracker("g", store)
     await tracker.load("clickhouse:same")
     assert not tracker.disabled

@@ -43,8 +43,13 @@ async def test_a_body_closed_early_releases_its_kind() -> None:
     exclusive = Exclusive()
     body = exclusive.body("replay of x", slow)
     await anext(body)
+    with pytest.raises(Conflict):
+        exclusive.stream("replay of x", slow)
     await body.aclose()  # the client disconnected mid-stream: the operation is cancelled
-    exclusive.stream("replay of x", slow)
+    exclusive.stream("replay of x", slow)  # not refused
+    again = exclusive.body("replay of x", slow)
+    assert json.loads(await anext(again))["progress"]["detail"] == "started"  # runs, no conflict line
+    await again.aclose()
 
 
 async def test_a_second_body_started_meanwhile_answers_a_conflict_line() -> None:

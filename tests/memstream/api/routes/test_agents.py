@@ -7,7 +7,7 @@ from typing import Any
 import asyncpg
 import httpx
 
-from core.memory.pinned import MemoryScope
+from core.memory.models import MemoryScope
 from memstream.api.deps import MemoryDeps
 from sinks.embeddings.bm25 import Bm25Sparse
 from sinks.embeddings.minilm import OfflineMiniLM

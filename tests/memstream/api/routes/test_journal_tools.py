@@ -20,6 +20,7 @@ from memstream.api import ApiDeps, create_app
 from memstream.api.deps import MemoryDeps
 from memstream.wiring.api import build_api_deps
 from sinks.clickhouse.store import ClickHouseTranscriptStore
+from sinks.postgres.api_keys import PostgresApiKeys
 from sinks.slatedb.journal import SlateJournal
 from tests.sinks.clickhouse.rows import row
 
@@ -104,7 +105,8 @@ async def journal_only_client(
 @pytest.fixture
 async def mcp(pool: asyncpg.Pool) -> dict[str, str]:
     """Headers of an acme key issued to an MCP gateway."""
-    return {"Authorization": f"Bearer {await issue_key(pool, 'acme', 'test', 'gateway', surface='mcp')}"}
+    key = await issue_key(PostgresApiKeys(pool), "acme", "test", "gateway", surface="mcp")
+    return {"Authorization": f"Bearer {key}"}
 
 
 @pytest.fixture

@@ -8,8 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from core.memory.models import MemoryEntry
-from core.memory.pinned import MemoryScope
+from core.memory.models import MemoryEntry, MemoryScope
 from memstream.api.deps import MemoryDeps
 from memstream.api.routes import memory as memory_routes
 

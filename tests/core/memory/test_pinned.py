@@ -9,10 +9,10 @@ import pytest
 
 from core.auth import Principal
 from core.journal.models import NewMessage
+from core.memory.checks import ProfileWithoutUser
 from core.memory.models import MemoryEntry
-from core.memory.pinned import PINNED_CLOSE, PINNED_DISCLAIMER, PINNED_OPEN
-from core.memory.pinning import MemoryPinnedFacts, select_pinned
-from core.memory.service import MemoryService, ProfileWithoutUser
+from core.memory.pinned import PINNED_CLOSE, PINNED_DISCLAIMER, PINNED_OPEN, MemoryPinnedFacts, select_pinned
+from core.memory.service import MemoryService
 from core.threads import ThreadService
 from core.turn_context import SUMMARY_PREFIX, ContextReader
 from sinks.objectstore.summaries import ObjectStoreSummaryReader, open_object_store

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.memory.models import MemoryEntry
+from core.memory.models import MemoryEntry, MemoryScope
 from core.memory.pinned import (
     PINNED_CLOSE,
     PINNED_DISCLAIMER,
     PINNED_OPEN,
-    MemoryScope,
     PinnedFact,
     render_pinned,
+    select_pinned,
 )
-from core.memory.pinning import select_pinned
 
 from .entries import T0, make_entry, minutes
 

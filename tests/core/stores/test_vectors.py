@@ -1,18 +1,44 @@
-"""One suite, both `VectorIndex` adapters: Qdrant Edge and qdrant-client (local mode)."""
+"""The `VectorIndex` contract (`core.stores.vectors`), on every index: the in-memory fake, Qdrant
+Edge and qdrant-client (local mode, the server code path). Asserted: which entries a query may
+return (tenancy, visibility, category), idempotent writes, separate collections, data that
+survives a reopen, and the clear winner of a query (not scores). Adapter-only details are in
+`tests/sinks/qdrant/`."""
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from core.stores.vectors import CollectionRef, IndexFilter, IndexPoint, IndexUnavailable, VectorIndex
+from core.stores.vectors import CollectionRef, IndexFilter, IndexPoint, VectorIndex
 from sinks.embeddings.bm25 import Bm25Sparse
 from sinks.embeddings.minilm import OfflineMiniLM
-from sinks.qdrant.server import QdrantServerIndex
-from tests.sinks.qdrant.conftest import OpenIndex
+from tests.fakes.vectors import Collections, InMemoryVectorIndex
+from tests.sinks.qdrant.adapters import KINDS, open_adapter
+
+OpenIndex = Callable[[], Awaitable[VectorIndex]]
+
+
+@pytest.fixture(params=["memory", *KINDS])
+async def open_index(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[OpenIndex]:
+    """Opens the index under test on its data (one tmp directory, or one in-memory collection
+    map): calling it again after closing reopens the same data."""
+    opened: list[VectorIndex] = []
+    data: Collections = {}
+
+    async def open_() -> VectorIndex:
+        index: VectorIndex = (
+            InMemoryVectorIndex(data) if request.param == "memory" else open_adapter(request.param, tmp_path)
+        )
+        opened.append(index)
+        return index
+
+    yield open_
+    for index in opened:
+        await index.close()
+
 
 REF = CollectionRef(environment="test", account_id="acme", model_id="all-MiniLM-L6-v2-int8")
 
@@ -190,30 +216,3 @@ async def test_points_survive_a_reopen(
         "e-bob",
     }
     assert (await query(reopened, embedder, sparse, "peanut allergy", everyone))[0] == "e-bob"
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-async def test_an_unreachable_server_raises_index_unavailable(sparse: Bm25Sparse) -> None:
-    index = QdrantServerIndex(f"http://127.0.0.1:{closed_port()}", timeout_s=2)
-    point = IndexPoint(
-        entry_id="e",
-        dense=(1.0, 0.0),
-        sparse=sparse.encode_document("tea"),
-        payload=payload("bot", "shared", None, "observation"),
-    )
-    try:
-        with pytest.raises(IndexUnavailable):
-            await index.upsert(REF, [point])
-        with pytest.raises(IndexUnavailable):
-            await index.hybrid_query(
-                REF, [1.0, 0.0], sparse.encode_query("tea"), IndexFilter(agent_id="bot", user_id=None), 5
-            )
-        with pytest.raises(IndexUnavailable):
-            await index.delete(REF, ["e"])
-    finally:
-        await index.close()

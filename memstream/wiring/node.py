@@ -1,0 +1,208 @@
+"""How the node's components are built and connected (`build_node`); `memstream.node` runs them.
+
+`build_node` does the start-up work that precedes serving: the relays (the journal relay is woken
+by the journal's append listener instead of polling), the topic sync (checked once here, before
+any relay runs; once the processors exist it restarts the consumers of a replaced topic:
+`memstream.ops.topic_restart`), the compaction recovery, the shared engines, agent memory, the
+ClickHouse schema (a server that is down is only logged: the projection creates it later), the
+object-store probe, the processor supervisor and the FastAPI app with the admin router. It opens
+no server and starts no task: `Node.tasks` starts the components, `Node.close` releases what
+`build_node` opened (the pool and the journal belong to the caller).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import asyncpg
+from fastapi import FastAPI
+
+from core.config import Settings
+from core.memory.clock import utc_now
+from core.memory.hygiene import run_daily
+from core.stores.transcripts import TranscriptUnavailable
+from core.transcripts.tools import JournalTools
+from memstream.api.app import create_app
+from memstream.api.deps import MemoryDeps
+from memstream.api.routes.admin import AdminDeps, Rebuilder, admin_router
+from memstream.engines import Engines
+from memstream.fencing import watch_fence
+from memstream.ops.progress import ProgressCallback
+from memstream.ops.rebuild import rebuild_clickhouse, rebuild_qdrant
+from memstream.ops.topic_restart import ConsumerRestart
+from memstream.wiring.api import build_api_deps, build_memory_deps
+from memstream.wiring.processors import build_recovery, consumers_of, create_processor, processor_names
+from processors.compaction_recovery import CompactionRecovery
+from sinks.objectstore.health import ObjectStoreProbe
+from sinks.postgres.progress import PostgresProgress
+from sinks.redis.summary_cache import RedisSummaryCache
+from sinks.slatedb.journal import SlateJournal
+from streams.admin import apply_topics
+from streams.relays.journal import JOURNAL_TOPIC, Relay
+from streams.relays.memory_entries import EntriesOutboxRelay
+from streams.runtime.processor import group_id
+from streams.runtime.supervisor import ProcessorSupervisor
+from streams.topic_sync import (
+    EntriesTopicGuard,
+    JournalTopicGuard,
+    TopicSync,
+    compaction_guards,
+    in_admin_thread,
+)
+from streams.topics import load_topics
+
+log = logging.getLogger("memstream.node")
+
+
+@dataclass
+class Node:
+    """The node's built components (see the module doc)."""
+
+    settings: Settings
+    journal: SlateJournal
+    app: FastAPI
+    relay: Relay
+    entries_relay: EntriesOutboxRelay
+    topic_sync: TopicSync
+    recovery: CompactionRecovery
+    supervisor: ProcessorSupervisor
+    engines: Engines
+    summary_cache: RedisSummaryCache
+    memory: MemoryDeps
+
+    def tasks(self, stop: asyncio.Event) -> list[asyncio.Task[None]]:
+        """Start every component except the API; each runs until `stop` is set (or it fails)."""
+        return [
+            asyncio.create_task(self.relay.run(stop), name="relay"),
+            asyncio.create_task(self.entries_relay.run(stop), name="memory-outbox-relay"),
+            asyncio.create_task(self.supervisor.run(stop), name="processors"),
+            asyncio.create_task(self.recovery.run(stop), name="compaction-recovery"),
+            asyncio.create_task(self.topic_sync.run(stop), name="topic-sync"),
+            asyncio.create_task(
+                run_daily(self.memory.service, utc_now, stop, at=self.settings.hygiene_at), name="hygiene"
+            ),
+            asyncio.create_task(watch_fence(self.journal, stop), name="fence-watch"),
+        ]
+
+    async def close(self) -> None:
+        """Close the relays' producers, the engines and the summary cache (after the tasks ended)."""
+        await self.relay.close()
+        await self.entries_relay.close()
+        await self.engines.close()
+        await self.summary_cache.aclose()
+
+
+async def build_node(
+    settings: Settings,
+    pool: asyncpg.Pool,
+    journal: SlateJournal,
+    *,
+    created_topics: Sequence[str],
+    admin_token: str,
+) -> Node:
+    """Build the node over a migrated pool and an open journal; `created_topics` are the topics
+    this start created (the topic sync and the recovery treat them as lost and refilled)."""
+    topic_sync: TopicSync
+    recovery: CompactionRecovery
+
+    async def topic_missing() -> None:
+        # The broker lost a topic while we ran (the embedded broker keeps topics in memory): declare
+        # the topics again and publish what the consumers lack (they are idempotent).
+        report = await in_admin_thread(apply_topics, settings, load_topics())
+        recovery.topics_applied(report.created)
+        await topic_sync.check(created=report.created)
+
+    progress = PostgresProgress(pool)
+    relay = Relay(journal, settings, on_topic_missing=topic_missing, bounds_store=progress)
+    journal.add_append_listener(relay.notify)  # wake the relay after every durable append
+    entries_relay = EntriesOutboxRelay(pool, settings)
+    journal_groups = [group_id(name, settings) for name in consumers_of(JOURNAL_TOPIC)]
+    journal_guard = JournalTopicGuard(journal, relay, progress, journal_groups)
+    topic_sync = TopicSync(
+        settings,
+        [
+            journal_guard,
+            EntriesTopicGuard(pool, entries_relay),
+            *compaction_guards(settings, pool, lambda: recovery.topics_lost()),
+        ],
+        on_topics_applied=lambda created: recovery.topics_applied(created),
+    )
+    engines = Engines(settings, journal=journal, pool=pool)
+    recovery = build_recovery(
+        settings, engines, created_topics=created_topics, on_topic_missing=topic_missing
+    )
+    await topic_sync.check(created=created_topics)  # before the relays run
+    memory = build_memory_deps(pool, engines.embedder(), engines.sparse(), engines.index())
+    summary_cache = RedisSummaryCache.from_settings(settings)  # Redis: embedded or configured
+    transcripts = engines.transcripts()
+    try:
+        await transcripts.ensure_schema()
+    except TranscriptUnavailable as exc:  # a server DSN that is down: the projection creates it later
+        log.warning("ClickHouse is not reachable yet (%s): transcript search answers 503 until it is", exc)
+    await ObjectStoreProbe.from_settings(settings).log_if_not_ready()  # e.g. a missing S3 bucket
+    journal_tools = JournalTools.build(transcripts, engines.chat_model())
+    supervisor = ProcessorSupervisor(  # restarts a crashed processor alone: it never stops the node
+        {
+            name: functools.partial(create_processor, name, settings, engines=engines)
+            for name in processor_names()
+        },
+        settings,
+        progress=progress,
+    )
+    topic_sync.restart_consumers = ConsumerRestart(settings, supervisor, consumers_of)
+    app = create_app(
+        build_api_deps(
+            settings,
+            journal,
+            pool,
+            memory=memory,
+            summary_cache=summary_cache,
+            transcripts=journal_tools,
+            processors=supervisor,
+        )
+    )
+    app.include_router(
+        admin_router(
+            AdminDeps(
+                settings=settings,
+                token=admin_token,
+                journal=journal,
+                relay=relay,
+                processors=supervisor,
+                transcripts=engines.transcripts,
+                rebuilders=_rebuilders(engines, journal_guard),
+                forget_progress=progress.forget,
+            )
+        )
+    )
+    return Node(
+        settings=settings,
+        journal=journal,
+        app=app,
+        relay=relay,
+        entries_relay=entries_relay,
+        topic_sync=topic_sync,
+        recovery=recovery,
+        supervisor=supervisor,
+        engines=engines,
+        summary_cache=summary_cache,
+        memory=memory,
+    )
+
+
+def _rebuilders(engines: Engines, journal_guard: JournalTopicGuard) -> dict[str, Rebuilder]:
+    """`memstream rebuild clickhouse|qdrant`, run over the node's engines (the journal topic is
+    first refilled from seq 1 when it may lack early seqs: the rebuild reads all of them)."""
+
+    async def clickhouse(progress: ProgressCallback) -> object:
+        await journal_guard.ensure_full_history()
+        return await rebuild_clickhouse(engines, progress=progress)
+
+    async def qdrant(progress: ProgressCallback) -> object:
+        return await rebuild_qdrant(engines, progress=progress)
+
+    return {"clickhouse": clickhouse, "qdrant": qdrant}

@@ -1,0 +1,100 @@
+"""What the journal needs of the SlateDB Python binding beyond its plain API: the read and scan
+options it uses, batched iteration, fence detection, and a speed-up of the binding's byte copy.
+
+The generated binding (`slatedb.uniffi`) copies every key and value into Rust one byte at a time
+in Python; `speed_up_byte_copy` replaces that copy with one `ctypes.memmove`, only for the binding
+versions it was checked against (`PATCHED_VERSIONS`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from importlib import metadata
+from typing import Any
+
+from slatedb.uniffi import (
+    CloseReason,
+    DbIterator,
+    DurabilityLevel,
+    IterationOrder,
+    KeyRange,
+    KeyValue,
+    ReadOptions,
+    ScanOptions,
+)
+from slatedb.uniffi import Error as SlateError
+
+ALL = KeyRange(start=None, start_inclusive=False, end=None, end_inclusive=False)
+"""The whole of a prefix scan."""
+READ = ReadOptions(durability_filter=DurabilityLevel.REMOTE, dirty=False, cache_blocks=True)
+"""Point reads of durable data only."""
+
+
+def scan_options(durable_only: bool, descending: bool = False) -> ScanOptions:
+    """Scan options: durable data only (what readers may see) or the latest writes too."""
+    return ScanOptions(
+        durability_filter=DurabilityLevel.REMOTE if durable_only else DurabilityLevel.MEMORY,
+        dirty=False,
+        read_ahead_bytes=1,
+        cache_blocks=True,
+        max_fetch_tasks=1,
+        order=IterationOrder.DESCENDING if descending else IterationOrder.ASCENDING,
+    )
+
+
+DURABLE_ASC = scan_options(True)
+DURABLE_DESC = scan_options(True, descending=True)
+LATEST_DESC = scan_options(False, descending=True)
+
+
+async def take(iterator: DbIterator, limit: int) -> list[KeyValue]:
+    """Up to `limit` rows of `iterator`, fetched in batches of at most 1000."""
+    rows: list[KeyValue] = []
+    while len(rows) < limit:
+        batch = await iterator.next_batch(min(limit - len(rows), 1000))
+        if not batch:
+            break
+        rows.extend(batch)
+    return rows
+
+
+def is_fenced(exc: BaseException) -> bool:
+    """Whether a SlateDB error says that another writer opened the database."""
+    return isinstance(exc, SlateError.Closed) and exc.reason == CloseReason.FENCED
+
+
+# ---- byte-copy speed-up ------------------------------------------------------------------------
+
+PATCHED_VERSIONS: tuple[str, ...] = ("0.17.0",)
+
+_FAST_WRITE_MARKER = "_memstream_fast_write"
+
+
+def fast_write(self: Any, value: bytes) -> None:
+    """`_UniffiRustBufferBuilder.write` with one memmove instead of a Python loop per byte."""
+    size = len(value)
+    with self._reserve(size):
+        if size:
+            address = ctypes.addressof(self.rbuf.data.contents) + self.rbuf.len
+            ctypes.memmove(address, bytes(value), size)
+
+
+def speed_up_byte_copy() -> None:
+    """Replace the generated binding's byte-by-byte copy into Rust buffers with one memmove.
+
+    The UniFFI-generated `slatedb` binding copies every key/value into Rust one byte at a time
+    in Python (~0.2 us/byte: 130 us for a 500-byte put, 8 ms for 50 KB). The replacement does
+    exactly the same copy with `ctypes.memmove`. It is applied only to the binding versions it
+    was checked against, once, and is covered by the round-trip tests.
+    """
+    try:
+        if metadata.version("slatedb") not in PATCHED_VERSIONS:
+            return
+        from slatedb.uniffi._slatedb_uniffi import slatedb as generated
+    except (ImportError, metadata.PackageNotFoundError):
+        return
+    builder: Any = getattr(generated, "_UniffiRustBufferBuilder", None)
+    if builder is None or not hasattr(builder, "_reserve") or getattr(builder, _FAST_WRITE_MARKER, False):
+        return
+    builder.write = fast_write
+    setattr(builder, _FAST_WRITE_MARKER, True)

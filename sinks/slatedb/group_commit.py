@@ -1,0 +1,371 @@
+"""The journal's write path: group commit (`GroupCommit`, owned by `SlateJournal`).
+
+`submit` queues one validated append and waits. One writer task takes everything pending (up to
+`MAX_GROUP_MESSAGES`), resolves message-id retries, allocates per-thread offsets and global seqs,
+writes ONE atomic `WriteBatch` (message rows + seq index + message-id index), awaits its
+durability, and only then resolves every caller. One group is in flight at a time, so seqs become
+durable in order. After each group is durable, the listeners run (`add_listener`). The in-memory
+counters (next offset per thread, last seq) only advance after a group is durable; if a group
+fails, the counters are dropped and re-derived from storage on next use (the failed batch may
+still be in SlateDB's memtable, so offsets are never reused), and only that group's callers fail.
+
+Storage failures are translated by the journal's `storage_errors` (which fences this writer when
+SlateDB says so: `fence`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from slatedb.uniffi import Db, WriteBatch
+
+from core.errors import Conflict, JournalUnavailable, MemstreamError
+from core.journal.models import Message, NewMessage, ThreadRef
+from sinks.slatedb import keys
+from sinks.slatedb.binding import ALL, DURABLE_DESC, LATEST_DESC
+
+log = logging.getLogger("memstream.journal")
+
+MAX_GROUP_MESSAGES = 10_000
+"""A writer group takes pending appends until it holds at least this many messages."""
+THREAD_CACHE_SIZE = 100_000
+"""Next-offset entries kept in memory (LRU); an evicted thread is re-derived with one scan."""
+
+
+@dataclass(frozen=True)
+class JournalStats:
+    """Counters since open: `batches` < `appends` shows that group commit batches."""
+
+    appends: int = 0
+    messages: int = 0
+    batches: int = 0
+
+
+@dataclass
+class Item:
+    """One validated message of an append, with its final message_id and token count."""
+
+    new: NewMessage
+    message_id: str
+    token_count: int
+
+
+@dataclass
+class _Request:
+    thread: ThreadRef
+    agent_id: str
+    user_id: str | None
+    items: list[Item]
+    future: asyncio.Future[list[Message]]
+
+
+@dataclass
+class _Plan:
+    """What one group writes, and what each of its requests gets once that is durable."""
+
+    rows: list[tuple[bytes, bytes]] = field(default_factory=list)
+    outcomes: list[tuple[_Request, list[Message] | MemstreamError]] = field(default_factory=list)
+    next_offsets: dict[bytes, int] = field(default_factory=dict)
+    last_seq: int = 0
+    new_messages: int = 0
+
+
+class GroupCommit:
+    """The queue, the writer task and the counters of one journal (see the module doc)."""
+
+    def __init__(
+        self,
+        db: Db,
+        url: str,
+        *,
+        write_timeout_s: float,
+        storage_errors: Callable[[str], AbstractContextManager[None]],
+        fenced_error: Callable[[], MemstreamError],
+    ) -> None:
+        self._db = db
+        self._url = url
+        self.write_timeout_s = write_timeout_s
+        """Bound on the wait for durability of one group (JournalUnavailable when exceeded)."""
+        self._storage_errors = storage_errors
+        self._fenced_error = fenced_error
+        self._next_offsets: OrderedDict[bytes, int] = OrderedDict()
+        self._alloc_seq: int | None = None  # last seq allocated and durable; None: re-derive
+        self._durable_seq = 0
+        self._uncertain = False  # a failed batch may linger in the memtable
+        self._pending: list[_Request] = []
+        self._wake = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
+        self._fenced = False
+        self._closing = False
+        self._listeners: list[Callable[[], None]] = []
+        self._appends = 0
+        self._messages = 0
+        self._batches = 0
+
+    async def recover(self) -> None:
+        """Read the last durable seq from storage (once, on open)."""
+        self._durable_seq = await self._scan_last_seq(durable_only=True)
+        self._alloc_seq = self._durable_seq
+
+    @property
+    def durable_seq(self) -> int:
+        return self._durable_seq
+
+    @property
+    def stats(self) -> JournalStats:
+        return JournalStats(appends=self._appends, messages=self._messages, batches=self._batches)
+
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        """Call `listener()` in the writer task after every group commit that succeeded; an
+        exception it raises is logged and does not affect the append."""
+        self._listeners.append(listener)
+
+    async def submit(
+        self, thread: ThreadRef, agent_id: str, user_id: str | None, items: list[Item]
+    ) -> list[Message]:
+        """Queue one append and wait until it is durable (or failed)."""
+        future: asyncio.Future[list[Message]] = asyncio.get_running_loop().create_future()
+        self._pending.append(_Request(thread, agent_id, user_id, items, future))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._run_writer(), name=f"journal-writer {self._url}")
+        self._wake.set()
+        return await future
+
+    def fence(self) -> None:
+        """Another writer took the journal: fail everything queued; the writer task ends."""
+        self._fenced = True
+        self.fail_pending(self._fenced_error())
+        self._wake.set()
+
+    async def close(self) -> None:
+        """Finish the queued appends, end the writer task, fail anything queued after that."""
+        self._closing = True
+        self._wake.set()
+        if self._writer is not None:
+            await asyncio.gather(self._writer, return_exceptions=True)
+        self.fail_pending(JournalUnavailable(f"the journal at {self._url} was closed"))
+
+    def fail_pending(self, error: MemstreamError) -> None:
+        pending, self._pending = self._pending, []
+        for request in pending:
+            _settle(request.future, error)
+
+    # ---- the writer task -----------------------------------------------------------------------
+
+    async def _run_writer(self) -> None:
+        try:
+            while True:
+                if not self._pending:
+                    if self._closing or self._fenced:
+                        return
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                group = self._take_group()
+                try:
+                    await self._commit(group)
+                except Exception as exc:  # a bug: fail this group, keep serving
+                    self._invalidate()
+                    for request in group:
+                        _settle(request.future, exc)
+        finally:
+            self.fail_pending(
+                self._fenced_error()
+                if self._fenced
+                else JournalUnavailable(f"the journal at {self._url} was closed")
+            )
+
+    def _take_group(self) -> list[_Request]:
+        """Everything pending, up to MAX_GROUP_MESSAGES (always at least one request)."""
+        count = size = 0
+        for request in self._pending:
+            if size >= MAX_GROUP_MESSAGES:
+                break
+            size += len(request.items)
+            count += 1
+        group = self._pending[:count]
+        del self._pending[:count]
+        return [r for r in group if not r.future.done()]  # drop callers that were cancelled
+
+    async def _commit(self, group: list[_Request]) -> None:
+        if not group:
+            return
+        if self._fenced:
+            for request in group:
+                _settle(request.future, self._fenced_error())
+            return
+        try:
+            with self._storage_errors("preparing an append"):
+                plan = await self._plan(group)
+            if plan.rows:
+                self._batches += 1
+                with self._storage_errors("writing an append"):
+                    batch = WriteBatch()
+                    for key, value in plan.rows:
+                        batch.put(key, value)
+                    handle = await self._db.write(batch)
+                    await asyncio.wait_for(handle.await_durable(), self.write_timeout_s)
+            elif self._uncertain:  # retries answered from a batch that failed: make it durable
+                with self._storage_errors("flushing"):
+                    await asyncio.wait_for(self._db.flush(), self.write_timeout_s)
+        except MemstreamError as exc:
+            self._invalidate()
+            for request in group:
+                _settle(request.future, exc)
+            if self._fenced:
+                self.fail_pending(self._fenced_error())
+            return
+        self._uncertain = False
+        for prefix, next_offset in plan.next_offsets.items():
+            self._remember_offset(prefix, next_offset)
+        self._alloc_seq = plan.last_seq
+        self._durable_seq = max(self._durable_seq, plan.last_seq)
+        self._appends += len(group)
+        self._messages += plan.new_messages
+        for request, outcome in plan.outcomes:
+            _settle(request.future, outcome)
+        for listener in self._listeners:
+            try:
+                listener()
+            except Exception:
+                log.exception("journal append listener %r failed", listener)
+
+    async def _plan(self, group: list[_Request]) -> _Plan:
+        """Allocate offsets and seqs for the group; a request with a Conflict writes nothing."""
+        if self._alloc_seq is None:
+            self._alloc_seq = await self._scan_last_seq(durable_only=False)
+        plan = _Plan(last_seq=self._alloc_seq)
+        in_group: dict[bytes, Message] = {}
+        now = datetime.now(UTC)
+        for request in group:
+            thread = request.thread
+            try:
+                existing = [await self._existing(thread, item, in_group) for item in request.items]
+            except Conflict as exc:
+                plan.outcomes.append((request, exc))
+                continue
+            prefix = keys.thread_prefix(thread)
+            if prefix in plan.next_offsets:
+                offset = plan.next_offsets[prefix]
+            else:
+                offset = await self._next_offset(prefix)
+            result: list[Message] = []
+            for item, stored in zip(request.items, existing, strict=True):
+                if stored is not None:
+                    result.append(stored)
+                    continue
+                plan.last_seq += 1
+                message = Message(
+                    message_id=item.message_id,
+                    environment=thread.environment,
+                    account_id=thread.account_id,
+                    agent_id=request.agent_id,
+                    user_id=request.user_id,
+                    thread_id=thread.thread_id,
+                    offset=offset,
+                    seq=plan.last_seq,
+                    role=item.new.role,
+                    content=item.new.content,
+                    reasoning=item.new.reasoning,
+                    tool_call=item.new.tool_call,
+                    created_at=now,
+                    token_count=item.token_count,
+                )
+                row_key = prefix + keys.offset_suffix(offset)
+                id_key = keys.message_id_key(thread.environment, thread.account_id, item.message_id)
+                plan.rows.append((row_key, message.model_dump_json().encode("utf-8")))
+                plan.rows.append((keys.seq_key(plan.last_seq), row_key))
+                plan.rows.append((id_key, row_key))
+                in_group[id_key] = message
+                result.append(message)
+                offset += 1
+                plan.new_messages += 1
+            plan.next_offsets[prefix] = offset
+            plan.outcomes.append((request, result))
+        return plan
+
+    async def _existing(
+        self, thread: ThreadRef, item: Item, in_group: dict[bytes, Message]
+    ) -> Message | None:
+        """The stored (or earlier in this group) message with this id; Conflict if it differs.
+
+        A retry in the same thread learns which fields differ; an id taken in another thread
+        gets the same answer whatever that message holds (no oracle on other threads' content).
+        """
+        if item.new.message_id is None:
+            return None  # a fresh uuid4 cannot collide
+        id_key = keys.message_id_key(thread.environment, thread.account_id, item.message_id)
+        stored = in_group.get(id_key)
+        if stored is None:
+            row_key = await self._db.get(id_key)
+            if row_key is None:
+                return None
+            value = await self._db.get(row_key)
+            if value is None:
+                raise JournalUnavailable(f"journal at {self._url}: index {id_key!r} points to a missing row")
+            stored = keys.parse_row(self._url, row_key, value)
+        if stored.thread_id != thread.thread_id:
+            # Another thread's message (maybe another agent's or user's): say nothing about it
+            # beyond the unavoidable (the id is taken), so that a conflict cannot confirm its text.
+            raise Conflict(
+                f"message_id {item.message_id!r} is already used by a message of another thread in "
+                "this account (message ids are unique per account); use a new message_id"
+            )
+        differing = [
+            name
+            for name, ours, theirs in (
+                ("role", item.new.role, stored.role),
+                ("content", item.new.content, stored.content),
+                ("reasoning", item.new.reasoning, stored.reasoning),
+                ("tool_call", item.new.tool_call, stored.tool_call),
+            )
+            if ours != theirs
+        ]
+        if differing:
+            raise Conflict(
+                f"message_id {item.message_id!r} already exists in this thread with a different "
+                f"{', '.join(differing)}; use a new message_id for a new message"
+            )
+        return stored
+
+    async def _next_offset(self, prefix: bytes) -> int:
+        cached = self._next_offsets.get(prefix)
+        if cached is not None:
+            self._next_offsets.move_to_end(prefix)
+            return cached
+        iterator = await self._db.scan_prefix_with_options(prefix, ALL, LATEST_DESC)
+        newest = await iterator.next()
+        return 0 if newest is None else keys.offset_of(newest.key) + 1
+
+    def _remember_offset(self, prefix: bytes, next_offset: int) -> None:
+        self._next_offsets[prefix] = next_offset
+        self._next_offsets.move_to_end(prefix)
+        while len(self._next_offsets) > THREAD_CACHE_SIZE:
+            self._next_offsets.popitem(last=False)
+
+    def _invalidate(self) -> None:
+        """After a failed group: forget the counters; they are re-derived from storage."""
+        self._next_offsets.clear()
+        self._alloc_seq = None
+        self._uncertain = True
+
+    async def _scan_last_seq(self, *, durable_only: bool) -> int:
+        options = DURABLE_DESC if durable_only else LATEST_DESC
+        iterator = await self._db.scan_prefix_with_options(keys.SEQ_PREFIX, ALL, options)
+        newest = await iterator.next()
+        return 0 if newest is None else keys.seq_of(newest.key)
+
+
+def _settle(future: asyncio.Future[list[Message]], outcome: list[Message] | BaseException) -> None:
+    if future.done():
+        return
+    if isinstance(outcome, BaseException):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)

@@ -1,0 +1,346 @@
+"""The `Journal` contract (`core.stores.journal`), on every journal: the in-memory fake and SlateDB.
+Offsets, seqs and idempotency are asserted in full: appends (validation before anything is
+written, idempotent retries, conflicts) and reads (last, after, read_from_seq, tenancy). What only
+SlateDB does (group commit, durability across reopening, fencing, keys, object stores) is in
+`tests/sinks/slatedb/`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from core.errors import Conflict, InvalidInput, JournalFenced, JournalUnavailable
+from core.journal.models import Message, NewMessage, ToolCall
+from core.journal.tokens import count_tokens
+from core.stores.journal import Journal
+from sinks.slatedb.journal import SlateJournal
+from tests.fakes.journal import InMemoryJournal
+from tests.sinks.slatedb.helpers import every_call_is_fenced, thread, tool_call_pair, user
+
+
+@pytest.fixture(params=["memory", "slatedb"])
+async def journal(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Journal]:
+    """The journal under test, empty (SlateDB in the test's tmp dir)."""
+    opened: Journal = (
+        InMemoryJournal()
+        if request.param == "memory"
+        else await SlateJournal.open(f"file://{tmp_path}/journal")
+    )
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture(params=["memory", "slatedb"])
+async def fenced(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Journal]:
+    """A journal that appended one message, then another writer opened the same journal (and the
+    first noticed it on its next append)."""
+    if request.param == "memory":
+        journal = InMemoryJournal()
+        await journal.append(thread(), "a", None, [user("x")])
+        journal.fence()
+        yield journal
+        return
+    url = f"file://{tmp_path}/journal"
+    first = await SlateJournal.open(url)
+    await first.append(thread(), "a", None, [user("x")])
+    second = await SlateJournal.open(url)
+    try:
+        with pytest.raises(JournalFenced):
+            await first.append(thread(), "a", None, [user("lost")])
+        yield first
+        await first.close()
+    finally:
+        await second.close()
+
+
+async def test_a_fenced_journal_refuses_every_call(fenced: Journal) -> None:
+    await every_call_is_fenced(fenced)
+
+
+async def test_a_closed_journal_refuses_calls(journal: Journal) -> None:
+    await journal.close()
+    await journal.close()  # idempotent
+    with pytest.raises(JournalUnavailable, match="closed"):
+        await journal.last(thread(), 1)
+
+
+async def assert_nothing_written(journal: Journal, seq: int) -> None:
+    assert await journal.last_seq() == seq
+    assert await journal.read_from_seq(seq, 10) == []
+
+
+async def test_cursors_default_to_zero_and_keep_the_last_value(journal: Journal) -> None:
+    assert await journal.get_cursor("relay") == 0
+    await journal.set_cursor("relay", 42)
+    await journal.set_cursor("other", 7)
+    await journal.set_cursor("relay", 43)
+    assert (await journal.get_cursor("relay"), await journal.get_cursor("other")) == (43, 7)
+    with pytest.raises(InvalidInput):
+        await journal.set_cursor("relay", -1)
+    with pytest.raises(InvalidInput):
+        await journal.get_cursor("bad/name")
+
+
+async def test_append_returns_durable_messages_with_metadata(journal: Journal) -> None:
+    before = datetime.now(UTC)
+    stored = await journal.append(
+        thread(), "agent-1", "user-1", [user("hello world", "m1"), *tool_call_pair()]
+    )
+    assert [m.offset for m in stored] == [0, 1, 2]
+    assert [m.seq for m in stored] == [1, 2, 3]
+    assert [m.role for m in stored] == ["user", "assistant", "tool"]
+    first = stored[0]
+    assert (first.message_id, first.agent_id, first.user_id) == ("m1", "agent-1", "user-1")
+    assert (first.environment, first.account_id, first.thread_id) == ("test", "acc1", "t1")
+    assert before - timedelta(seconds=1) <= first.created_at <= datetime.now(UTC)
+    assert first.token_count == count_tokens("hello world")
+    assert stored[1].token_count == count_tokens('{"city": "Paris"}')
+    assert stored[2].token_count == count_tokens("18 C and sunny")
+    assert len(stored[1].message_id) == 32  # generated uuid4 hex
+    assert await journal.last(thread(), 10) == stored
+    assert await journal.last_seq() == 3
+
+
+async def test_empty_append_writes_nothing(journal: Journal) -> None:
+    assert await journal.append(thread(), "a", None, []) == []
+    assert await journal.last_seq() == 0
+
+
+async def test_offsets_are_gap_free_per_thread_under_concurrency(journal: Journal) -> None:
+    threads = [thread(f"t{i}") for i in range(4)]
+
+    async def writer(worker: int) -> list[Message]:
+        out: list[Message] = []
+        for round_ in range(10):
+            t = threads[(worker + round_) % len(threads)]
+            batch = [user(f"w{worker} r{round_} #{k}") for k in range(1 + (worker + round_) % 3)]
+            result = await journal.append(t, "a", None, batch)
+            assert [m.offset for m in result] == list(range(result[0].offset, result[0].offset + len(batch)))
+            assert [m.seq for m in result] == list(range(result[0].seq, result[0].seq + len(batch)))
+            out.extend(result)
+        return out
+
+    results = [m for chunk in await asyncio.gather(*(writer(w) for w in range(16))) for m in chunk]
+    for t in threads:
+        offsets = sorted(m.offset for m in results if m.thread_id == t.thread_id)
+        assert offsets == list(range(len(offsets)))
+        assert [m.offset for m in await journal.after(t, -1)] == offsets
+    seqs = sorted(m.seq for m in results)
+    assert seqs == list(range(1, len(results) + 1))
+    assert await journal.last_seq() == len(results)
+
+
+async def test_seq_order_matches_append_order(journal: Journal) -> None:
+    written = []
+    for i in range(5):
+        written += await journal.append(thread(f"t{i % 2}"), "a", None, [user(f"m{i}"), user(f"n{i}")])
+    relayed = await journal.read_from_seq(0, 100)
+    assert [m.seq for m in relayed] == list(range(1, 11))
+    assert [m.content for m in relayed] == [m.content for m in written]
+    assert [m.seq for m in await journal.read_from_seq(7, 2)] == [8, 9]
+    assert await journal.read_from_seq(10, 5) == []
+
+
+async def test_retry_with_same_message_id_returns_the_stored_message(journal: Journal) -> None:
+    first = await journal.append(thread(), "a", "u", [user("hi", "m1"), user("there", "m2")])
+    again = await journal.append(thread(), "a", "u", [user("hi", "m1"), user("there", "m2")])
+    assert again == first
+    assert await journal.last_seq() == 2
+    # a retry mixed with a new message: the new one is appended after the stored ones
+    mixed = await journal.append(thread(), "a", "u", [user("there", "m2"), user("new", "m3")])
+    assert mixed[0] == first[1]
+    assert (mixed[1].offset, mixed[1].seq) == (2, 3)
+
+
+async def test_concurrent_retries_in_one_group_write_once(journal: Journal) -> None:
+    results = await asyncio.gather(
+        *(journal.append(thread(), "a", None, [user("same", "dup")]) for _ in range(20))
+    )
+    assert all(r == results[0] for r in results)
+    assert await journal.last_seq() == 1
+    assert len(await journal.after(thread(), -1)) == 1
+
+
+async def test_reused_message_id_with_other_content_conflicts(journal: Journal) -> None:
+    await journal.append(thread(), "a", None, [user("original", "m1")])
+    with pytest.raises(Conflict, match=r"m1.*content"):
+        await journal.append(thread(), "a", None, [user("changed", "m1"), user("other")])
+    with pytest.raises(Conflict, match="another thread"):
+        await journal.append(thread("t2"), "a", None, [user("original", "m1")])
+    assert await journal.last_seq() == 1
+
+
+async def test_conflict_fails_only_its_caller_within_a_group(journal: Journal) -> None:
+    await journal.append(thread(), "a", None, [user("original", "m1")])
+    outcomes = await asyncio.gather(
+        journal.append(thread(), "a", None, [user("ok-1")]),
+        journal.append(thread(), "a", None, [user("changed", "m1")]),
+        journal.append(thread(), "a", None, [user("ok-2")]),
+        return_exceptions=True,
+    )
+    assert isinstance(outcomes[1], Conflict)
+    assert [m.content for m in await journal.after(thread(), -1)] == ["original", "ok-1", "ok-2"]
+
+
+async def test_same_message_id_in_two_accounts_is_independent(journal: Journal) -> None:
+    a = await journal.append(thread(account_id="acc1"), "a", None, [user("one", "m1")])
+    b = await journal.append(thread(account_id="acc2"), "a", None, [user("two", "m1")])
+    assert (a[0].seq, b[0].seq) == (1, 2)
+
+
+async def test_too_many_messages_are_rejected(journal: Journal) -> None:
+    with pytest.raises(InvalidInput, match="at most 1000"):
+        await journal.append(thread(), "a", None, [user(f"m{i}") for i in range(1001)])
+    await assert_nothing_written(journal, 0)
+    assert len(await journal.append(thread(), "a", None, [user(f"m{i}") for i in range(1000)])) == 1000
+
+
+async def test_duplicate_ids_within_one_call_are_rejected(journal: Journal) -> None:
+    with pytest.raises(InvalidInput, match="more than once") as info:
+        await journal.append(thread(), "a", None, [user("a", "m1"), user("b", "m2"), user("c", "m1")])
+    assert info.value.field == "messages[2].message_id"
+    await assert_nothing_written(journal, 0)
+
+
+@pytest.mark.parametrize(
+    ("agent_id", "user_id", "field"),
+    [("", None, "agent_id"), ("a/b", None, "agent_id"), ("agent", "bad id", "user_id")],
+)
+async def test_invalid_agent_or_user_ids_are_rejected(
+    journal: Journal, agent_id: str, user_id: str | None, field: str
+) -> None:
+    with pytest.raises(InvalidInput) as info:
+        await journal.append(thread(), agent_id, user_id, [user("x")])
+    assert info.value.field == field
+    await assert_nothing_written(journal, 0)
+
+
+async def test_invalid_thread_ids_are_rejected(journal: Journal) -> None:
+    with pytest.raises(InvalidInput) as info:
+        await journal.append(thread(environment="a/b"), "a", None, [user("x")])
+    assert info.value.field == "environment"
+    bad = thread().model_copy(update={"thread_id": "no/slash"})  # bypasses pydantic validation
+    with pytest.raises(InvalidInput):
+        await journal.append(bad, "a", None, [user("x")])
+    await assert_nothing_written(journal, 0)
+
+
+async def test_text_that_is_not_unicode_is_rejected(journal: Journal) -> None:
+    with pytest.raises(InvalidInput, match="not valid Unicode"):
+        await journal.append(thread(), "a", None, [user("ok"), user("bad \ud800 text")])
+    await assert_nothing_written(journal, 0)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"role": "robot", "content": "x"},
+        {"content": "no role"},
+        {"role": "user", "content": ""},
+        {"role": "user", "content": "x", "message_id": "has space"},
+        {"role": "assistant", "tool_call": {"id": "c1", "name": "f"}},
+        {"role": "assistant", "tool_call": {"id": "c1", "name": "f", "arguments": "{not json"}},
+        {"role": "assistant", "tool_call": {"id": "c1", "name": "f", "arguments": "[1, 2]"}},
+        {"role": "assistant", "tool_call": {"name": "f", "arguments": "{}"}},
+        {"role": "tool", "tool_call": {"id": "c1"}},
+        {"role": "tool", "content": "result without a tool_call"},
+        {"role": "user", "content": "x", "tool_call": {"id": "c1", "result": "r"}},
+        {"role": "user", "content": "x", "extra": 1},
+    ],
+)
+async def test_model_rules_reject_before_anything_is_written(
+    journal: Journal, payload: dict[str, object]
+) -> None:
+    await journal.append(thread(), "a", None, [user("before")])
+    with pytest.raises(ValidationError):
+        NewMessage.model_validate(payload)
+    await assert_nothing_written(journal, 1)
+
+
+async def test_large_and_unicode_content_round_trips(journal: Journal) -> None:
+    content = "".join(chr(c) for c in range(0x20, 0x3000) if not 0xD800 <= c < 0xE000) * 20
+    big = NewMessage(role="tool", tool_call=ToolCall(id="c1", result=content))
+    stored = await journal.append(thread(), "a", None, [big])
+    assert (await journal.last(thread(), 1))[0].tool_call == big.tool_call
+    assert stored[0].token_count == count_tokens(content)
+
+
+async def fill(journal: Journal, count: int, thread_id: str = "t1", account_id: str = "acc1") -> None:
+    t = thread(thread_id, account_id)
+    for start in range(0, count, 1000):
+        chunk = range(start, min(count, start + 1000))
+        await journal.append(t, "a", None, [user(f"{thread_id}-{i}") for i in chunk])
+
+
+async def test_last_returns_the_newest_oldest_first(journal: Journal) -> None:
+    await fill(journal, 30)
+    await fill(journal, 5, "t2")
+    last = await journal.last(thread(), 20)
+    assert [m.offset for m in last] == list(range(10, 30))
+    assert [m.content for m in await journal.last(thread(), 1)] == ["t1-29"]
+
+
+async def test_last_edge_cases(journal: Journal) -> None:
+    assert await journal.last(thread(), 5) == []  # empty thread
+    await fill(journal, 3)
+    assert await journal.last(thread(), 0) == []
+    assert [m.offset for m in await journal.last(thread(), 100)] == [0, 1, 2]
+    with pytest.raises(InvalidInput):
+        await journal.last(thread(), -1)
+
+
+async def test_after_edge_cases(journal: Journal) -> None:
+    assert await journal.after(thread(), -1) == []
+    await fill(journal, 2500)
+    assert [m.offset for m in await journal.after(thread(), -1, 3)] == [0, 1, 2]
+    assert [m.offset for m in await journal.after(thread(), 10, 2)] == [11, 12]
+    assert len(await journal.after(thread(), -1)) == 1000  # default limit
+    assert len(await journal.after(thread(), -1, 2400)) == 2400  # more than one scan batch
+    assert [m.offset for m in await journal.after(thread(), 2498, 10)] == [2499]
+    assert await journal.after(thread(), 2499) == []
+    assert await journal.after(thread(), 10**6) == []
+    assert await journal.after(thread(), 5, 0) == []
+    with pytest.raises(InvalidInput):
+        await journal.after(thread(), -2)
+    with pytest.raises(InvalidInput):
+        await journal.after(thread(), 0, -1)
+
+
+async def test_read_from_seq_spans_threads_in_seq_order(journal: Journal) -> None:
+    for i in range(6):
+        await fill(journal, 2, f"t{i % 3}")
+    relayed = await journal.read_from_seq(0, 100)
+    assert [m.seq for m in relayed] == list(range(1, 13))
+    assert [m.thread_id for m in relayed[:6]] == ["t0", "t0", "t1", "t1", "t2", "t2"]
+    assert [m.seq for m in await journal.read_from_seq(4, 3)] == [5, 6, 7]
+    assert await journal.read_from_seq(0, 0) == []
+    with pytest.raises(InvalidInput):
+        await journal.read_from_seq(-1, 10)
+
+
+async def test_threads_of_other_accounts_and_environments_are_invisible(journal: Journal) -> None:
+    await journal.append(thread("shared", "acc1"), "a", None, [user("for acc1")])
+    await journal.append(thread("shared", "acc2"), "a", None, [user("for acc2"), user("more acc2")])
+    await journal.append(thread("shared", "acc1", "prod"), "a", None, [user("prod acc1")])
+    await journal.append(thread("shared1", "acc1"), "a", None, [user("longer thread id")])
+    assert [m.content for m in await journal.last(thread("shared", "acc1"), 10)] == ["for acc1"]
+    assert [m.content for m in await journal.after(thread("shared", "acc2"), -1)] == ["for acc2", "more acc2"]
+    assert [m.content for m in await journal.last(thread("shared", "acc1", "prod"), 10)] == ["prod acc1"]
+    assert [m.offset for m in await journal.last(thread("shared", "acc2"), 10)] == [0, 1]
+
+
+async def test_listeners_hear_of_every_append_that_wrote_once_it_is_readable(journal: Journal) -> None:
+    heard: list[int] = []
+    journal.add_append_listener(lambda: heard.append(len(heard)))
+    first = await journal.append(thread("t-listen"), "agent", None, [user("hi", "m1")])
+    assert heard  # called once the append was durable: the relay then reads it
+    assert [m.message_id for m in await journal.read_from_seq(0, 10)] == ["m1"]
+    count = len(heard)
+    assert await journal.append(thread("t-listen"), "agent", None, [user("hi", "m1")]) == first
+    await journal.append(thread("t-listen"), "agent", None, [user("again", "m2")])
+    assert len(heard) > count  # every append that wrote is heard (a retry may be heard too)

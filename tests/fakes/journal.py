@@ -1,0 +1,203 @@
+"""`InMemoryJournal`: the `Journal` (`core.stores.journal`) in memory.
+
+The contract suite (`tests/core/stores/test_journal.py`) asserts offsets, seqs and idempotency in
+full, and this fake meets it: an append is validated first (ids, at most 1000 messages, message
+ids unique within the call, valid Unicode, at most `max_message_bytes` encoded) and writes nothing
+when anything is invalid; its messages get consecutive per-thread offsets and global seqs; a
+message id already stored for the (environment, account) returns the stored message when the
+thread, role, content, reasoning and tool call are the same, else raises Conflict (and nothing of
+the call is written). Every append is durable at once.
+
+`fence()` makes every later call raise JournalFenced (another writer opened the journal); after
+`close()` every call raises JournalUnavailable.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+from core.errors import Conflict, InvalidInput, JournalFenced, JournalUnavailable
+from core.ids import ENVIRONMENT, ID
+from core.journal.models import Message, NewMessage, ThreadRef
+from core.journal.tokens import message_token_count
+
+MAX_MESSAGES_PER_APPEND = 1000
+MAX_NUMBER = (1 << 64) - 1
+
+ThreadKey = tuple[str, str, str]
+
+
+def _thread_key(thread: ThreadRef) -> ThreadKey:
+    ENVIRONMENT.require(thread.environment, "environment")
+    ID.require(thread.account_id, "account_id")
+    ID.require(thread.thread_id, "thread_id")
+    return (thread.environment, thread.account_id, thread.thread_id)
+
+
+def _count(value: int, name: str, low: int = 0) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_NUMBER:
+        raise InvalidInput(f"{name} must be an integer from {low} to {MAX_NUMBER}", field=name)
+
+
+class InMemoryJournal:
+    """See the module doc."""
+
+    def __init__(self, *, max_message_bytes: int = 1_000_000) -> None:
+        self.max_message_bytes = max_message_bytes
+        self.threads: dict[ThreadKey, list[Message]] = {}
+        self.by_seq: list[Message] = []
+        self.cursors: dict[str, int] = {}
+        self._ids: dict[tuple[str, str, str], Message] = {}
+        self._fenced = False
+        self._closed = False
+        self._listeners: list[Callable[[], None]] = []
+
+    def fence(self) -> None:
+        """Another writer opened the journal: every later call raises JournalFenced."""
+        self._fenced = True
+
+    def _usable(self) -> None:
+        if self._fenced:
+            raise JournalFenced("in-memory journal: opened by another writer; this writer is fenced")
+        if self._closed:
+            raise JournalUnavailable("the in-memory journal is closed")
+
+    def _validate(self, agent_id: str, user_id: str | None, messages: Sequence[NewMessage]) -> None:
+        ID.require(agent_id, "agent_id")
+        if user_id is not None:
+            ID.require(user_id, "user_id")
+        if len(messages) > MAX_MESSAGES_PER_APPEND:
+            raise InvalidInput(
+                f"at most {MAX_MESSAGES_PER_APPEND} messages per append, got {len(messages)}",
+                field="messages",
+            )
+        seen: set[str] = set()
+        for i, message in enumerate(messages):
+            if message.message_id is not None:
+                if message.message_id in seen:
+                    raise InvalidInput(
+                        f"message_id {message.message_id!r} appears more than once in this append",
+                        field=f"messages[{i}].message_id",
+                    )
+                seen.add(message.message_id)
+            try:
+                size = len(message.model_dump_json().encode("utf-8"))
+            except ValueError:
+                raise InvalidInput(
+                    f"messages[{i}] contains text that is not valid Unicode (a lone surrogate)",
+                    field=f"messages[{i}]",
+                ) from None
+            if size > self.max_message_bytes:
+                raise InvalidInput(
+                    f"messages[{i}] is {size} bytes encoded; the limit is {self.max_message_bytes} bytes",
+                    field=f"messages[{i}]",
+                )
+
+    def _stored(self, thread: ThreadRef, new: NewMessage) -> Message | None:
+        if new.message_id is None:
+            return None
+        stored = self._ids.get((thread.environment, thread.account_id, new.message_id))
+        if stored is None:
+            return None
+        if stored.thread_id != thread.thread_id:
+            raise Conflict(
+                f"message_id {new.message_id!r} is already used by a message of another thread in "
+                "this account (message ids are unique per account); use a new message_id"
+            )
+        differing = [
+            name
+            for name, ours, theirs in (
+                ("role", new.role, stored.role),
+                ("content", new.content, stored.content),
+                ("reasoning", new.reasoning, stored.reasoning),
+                ("tool_call", new.tool_call, stored.tool_call),
+            )
+            if ours != theirs
+        ]
+        if differing:
+            raise Conflict(
+                f"message_id {new.message_id!r} already exists in this thread with a different "
+                f"{', '.join(differing)}; use a new message_id for a new message"
+            )
+        return stored
+
+    async def append(
+        self, thread: ThreadRef, agent_id: str, user_id: str | None, messages: Sequence[NewMessage]
+    ) -> list[Message]:
+        self._usable()
+        key = _thread_key(thread)
+        self._validate(agent_id, user_id, messages)
+        existing = [self._stored(thread, new) for new in messages]
+        rows = self.threads.setdefault(key, [])
+        now = datetime.now(UTC)
+        result: list[Message] = []
+        for new, stored in zip(messages, existing, strict=True):
+            if stored is not None:
+                result.append(stored)
+                continue
+            message = Message(
+                message_id=new.message_id or uuid.uuid4().hex,
+                environment=thread.environment,
+                account_id=thread.account_id,
+                agent_id=agent_id,
+                user_id=user_id,
+                thread_id=thread.thread_id,
+                offset=len(rows),
+                seq=len(self.by_seq) + 1,
+                role=new.role,
+                content=new.content,
+                reasoning=new.reasoning,
+                tool_call=new.tool_call,
+                created_at=now,
+                token_count=message_token_count(new),
+            )
+            rows.append(message)
+            self.by_seq.append(message)
+            self._ids[(thread.environment, thread.account_id, message.message_id)] = message
+            result.append(message)
+        if any(stored is None for stored in existing):
+            for listener in self._listeners:
+                listener()
+        return result
+
+    def add_append_listener(self, listener: Callable[[], None]) -> None:
+        self._listeners.append(listener)
+
+    async def last(self, thread: ThreadRef, n: int) -> list[Message]:
+        self._usable()
+        key = _thread_key(thread)
+        _count(n, "n")
+        return self.threads.get(key, [])[-n:] if n else []
+
+    async def after(self, thread: ThreadRef, offset: int, limit: int = 1000) -> list[Message]:
+        self._usable()
+        key = _thread_key(thread)
+        _count(limit, "limit")
+        _count(offset, "offset", low=-1)
+        return self.threads.get(key, [])[offset + 1 : offset + 1 + limit]
+
+    async def read_from_seq(self, after_seq: int, limit: int) -> list[Message]:
+        self._usable()
+        _count(after_seq, "after_seq")
+        _count(limit, "limit")
+        return self.by_seq[after_seq : after_seq + limit]
+
+    async def last_seq(self) -> int:
+        self._usable()
+        return len(self.by_seq)
+
+    async def get_cursor(self, name: str) -> int:
+        self._usable()
+        ID.require(name, "cursor name")
+        return self.cursors.get(name, 0)
+
+    async def set_cursor(self, name: str, seq: int) -> None:
+        self._usable()
+        ID.require(name, "cursor name")
+        _count(seq, "seq")
+        self.cursors[name] = seq
+
+    async def close(self) -> None:
+        self._closed = True
