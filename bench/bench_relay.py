@@ -39,7 +39,8 @@ from memstream.embedded import services
 from memstream.embedded.process import free_port
 from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
-from streams.events import MESSAGE_ID_HEADER, header
+from streams.codecs import journal_messages
+from streams.codecs.records import header
 from streams.relays.journal import Relay
 from streams.topics import load_topics
 
@@ -70,7 +71,7 @@ class Collector(threading.Thread):
                         continue
                     now = time.monotonic()
                     self.records += 1
-                    message_id = header(record.headers(), MESSAGE_ID_HEADER)
+                    message_id = header(record.headers(), journal_messages.MESSAGE_ID_HEADER)
                     if message_id is not None:
                         self.arrived.setdefault(message_id, now)
         finally:

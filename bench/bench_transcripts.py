@@ -27,7 +27,7 @@ user and assistant turns plus a system prompt per thread and tool call/result ro
    per month; skip with `--no-optimize`): the per-query cost grows with the number of parts.
 2. Projection, through the real `clickhouse-projection` processor (`ClickHouseProjection`, its own
    batching of 4,000 records / 250 ms) under `run_processors` (node's default runtime options) and
-   a real broker. Backlog: `--backlog` journal records (`streams.events.encode_message` of
+   a real broker. Backlog: `--backlog` journal records (`streams.codecs.journal_messages.encode` of
    `Message`s, environment `bench`) are published to `journal.messages` (random topic prefix)
    with the relay's producer settings; then the processor starts on a fresh group: rows/s from
    its first batch to the moment it has processed all N (every `process()` returns after the
@@ -92,7 +92,8 @@ from processors.clickhouse_projection import NAME as PROCESSOR
 from processors.clickhouse_projection import ClickHouseProjection
 from sinks.clickhouse.store import ClickHouseTranscriptStore
 from streams.admin import apply_topics
-from streams.events import MESSAGE_ID_HEADER, encode_message, header
+from streams.codecs import journal_messages
+from streams.codecs.records import header
 from streams.producer import make_producer
 from streams.runtime import run_processors
 from streams.runtime.processor import Record, group_id
@@ -412,7 +413,7 @@ def interleaved(
 
 
 def produce(producer: Producer, topic: str, message: Message) -> None:
-    event = encode_message(message)
+    event = journal_messages.encode(message)
     while True:
         try:
             producer.produce(topic, event.value, event.key, headers=event.headers)
@@ -444,7 +445,7 @@ class TimedProjection(ClickHouseProjection):
         self.batches.append((len(batch), t1 - t0))
         if self.track:
             for record in batch:
-                message_id = header(record.headers, MESSAGE_ID_HEADER)
+                message_id = header(record.headers, journal_messages.MESSAGE_ID_HEADER)
                 if message_id is not None:
                     self.handled.setdefault(message_id, (t0, t1))
 

@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 from core.journal.models import Message
 from faults.stack import Stack, running
 from memstream.embedded.bootstrap import DEFAULT_ACCOUNT
-from streams.events import encode_message
+from streams.codecs import journal_messages
 
 
 class InjectionFailed(RuntimeError):
@@ -98,7 +98,7 @@ def produce_poison(stack: Stack, thread_id: str, needle: str) -> None:
         created_at=datetime.now(UTC),
         token_count=6,
     )
-    event = encode_message(message)
+    event = journal_messages.encode(message)
     producer = Producer({"bootstrap.servers": settings.broker_bootstrap})
     topic = settings.topic("journal.messages")
     garbage = f"{{not json {needle}.garbage".encode()

@@ -1,7 +1,7 @@
 """`clickhouse-projection`: the transcript store, projected from `journal.messages`.
 
 Input: `journal.messages` (key `thread_id`, value a version-1 journal message, see
-`streams.events`). Output: one row per message in the ClickHouse `messages` table
+`streams.codecs.journal_messages`). Output: one row per message in the ClickHouse `messages` table
 (`sinks.clickhouse`), written in batches of up to `BATCH_SIZE` records or `BATCH_WAIT_S` seconds.
 
 The pure part, `rows(batch)`, decodes each record into a `TranscriptRow`; a record that can never
@@ -25,8 +25,8 @@ from collections.abc import Sequence
 
 from core.journal.models import Message
 from core.stores.transcripts import TranscriptRow, TranscriptStore, TranscriptUnavailable
-from streams.events import InvalidEvent, decode_message
-from streams.runtime.processor import InvalidMessage, Processor, Record
+from streams.codecs import journal_messages
+from streams.runtime.processor import InvalidMessage, Processor, Record, decoding
 
 NAME = "clickhouse-projection"
 SOURCE_TOPIC = "journal.messages"
@@ -64,10 +64,8 @@ def row_of(message: Message) -> TranscriptRow:
 
 def decode(record: Record) -> TranscriptRow:
     """The row of one `journal.messages` record; InvalidMessage if it can never be projected."""
-    try:
-        message = decode_message(record.value)
-    except InvalidEvent as exc:
-        raise InvalidMessage(record, str(exc)) from exc
+    with decoding(record):
+        message = journal_messages.decode(record.value)
     if record.key is not None and record.key != message.thread_id.encode("utf-8"):
         raise InvalidMessage(
             record, f"record key {record.key!r} is not the message's thread_id {message.thread_id!r}"

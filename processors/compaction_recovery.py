@@ -41,8 +41,6 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from confluent_kafka import KafkaError
-
 from core.stores.compactions import CompactionLedger, OpenCompaction
 from core.stores.thresholds import ThreadScope
 from processors.thresholds import RequestNotDelivered, Thresholds
@@ -58,8 +56,6 @@ INTERVAL_S = 5.0
 REREQUEST_AFTER_S = 120.0
 MAX_REREQUESTS = 5
 SWEEP_LIMIT = 1000
-
-_MISSING_TOPIC = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
 
 Clock = Callable[[], datetime]
 
@@ -179,7 +175,7 @@ class CompactionRecovery:
             if (
                 self.on_topic_missing is not None
                 and isinstance(cause, RecordsNotConfirmed)
-                and any(f.error.code() in _MISSING_TOPIC for f in cause.failures)
+                and cause.topic_missing
             ):
                 await self.on_topic_missing()
             raise

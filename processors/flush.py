@@ -1,7 +1,7 @@
 """`flush`: the pre-compaction flush. Before a thread is summarized, durable facts stated in the
 messages about to be compressed are saved to agent memory.
 
-Input: `compaction.requested`. Output: `compaction.flushed` (key thread_id; `flushed_payload`).
+Input: `compaction.requested`. Output: `compaction.flushed` (key thread_id; `flushed`).
 
 Per request:
 
@@ -40,40 +40,40 @@ done.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
-from core.chat.base import ChatModel, ExtractedFact
+from core.chat.base import ChatModel, ExtractedFact, FactsDraft
 from core.config import Settings
 from core.errors import InvalidInput
-from core.journal.models import Message, ThreadRef
+from core.journal.models import Message
+from core.journal.reading import messages_between
 from core.memory.agents import AgentRef, AgentService
 from core.memory.models import MemoryScope, Provenance
 from core.memory.service import MemoryService
 from core.stores.journal import Journal
 from processors.errors import NeedsNode
-from streams.producer import BatchPublisher, OutgoingRecord, RecordsNotConfirmed
+from streams.codecs import compaction_flushed, compaction_requested
+from streams.codecs.compaction_flushed import CompactionFlushed, FlushOutcome, FlushStatus
+from streams.codecs.compaction_requested import CompactionRequest
+from streams.output import TopicOutput
+from streams.producer import BatchPublisher, OutgoingRecord
 from streams.runtime.errors import SinkUnavailable
-from streams.runtime.processor import InvalidMessage, Processor, Record
-from streams.topics import InvalidPayload, default_registry, topic_name
+from streams.runtime.processor import Processor, Record, decoding
+from streams.topics import topic_name
 
 NAME = "flush"
 SOURCE_TOPIC = "compaction.requested"
 OUTPUT_TOPIC = "compaction.flushed"
-FLUSHED_SCHEMA_VERSION = 1
 
-JOURNAL_PAGE = 1000
 MODEL_TIMEOUT_S = 120.0
 """The extraction call is abandoned (status `failed`) after this long, whatever the provider's own
 timeouts and retries."""
 ERROR_MAX_CHARS = 1000
 
 log = logging.getLogger("memstream.flush")
-
-Status = Literal["stored", "skipped_no_memory", "failed"]
 
 
 class FlushNotDelivered(SinkUnavailable):
@@ -83,76 +83,26 @@ class FlushNotDelivered(SinkUnavailable):
 
 
 @dataclass(frozen=True, slots=True)
-class Request:
-    """A decoded `compaction.requested` value; `payload` is the value itself (echoed in the output)."""
-
-    environment: str
-    account_id: str
-    agent_id: str
-    user_id: str | None
-    thread_id: str
-    from_offset: int
-    to_offset: int
-    payload: dict[str, Any]
-
-    @property
-    def thread(self) -> ThreadRef:
-        return ThreadRef(environment=self.environment, account_id=self.account_id, thread_id=self.thread_id)
-
-
-@dataclass(frozen=True, slots=True)
 class FlushResult:
     """What one request's flush did (the `flush` object of `compaction.flushed`)."""
 
-    status: Status
+    status: FlushStatus
     facts_stored: int = 0
     facts_rejected: int = 0
     error: str | None = None
 
-    def as_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "status": self.status,
-            "facts_stored": self.facts_stored,
-            "facts_rejected": self.facts_rejected,
-        }
-        if self.error is not None:
-            out["error"] = self.error
-        return out
-
-
-def decode(record: Record) -> Request:
-    """The request in `record`; InvalidMessage when it is not a valid `compaction.requested` value."""
-    if record.value is None:
-        raise InvalidMessage(record, f"{SOURCE_TOPIC} value is missing")
-    try:
-        payload = json.loads(record.value)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidMessage(record, f"{SOURCE_TOPIC} value is not JSON: {exc}") from exc
-    try:
-        default_registry().validate(SOURCE_TOPIC, payload)
-    except InvalidPayload as exc:
-        raise InvalidMessage(record, f"{SOURCE_TOPIC} value is invalid: {exc}") from exc
-    if payload["from_offset"] > payload["to_offset"]:
-        raise InvalidMessage(
-            record,
-            f"{SOURCE_TOPIC} value is invalid: from_offset {payload['from_offset']} is after "
-            f"to_offset {payload['to_offset']}",
+    def outcome(self) -> FlushOutcome:
+        return FlushOutcome(
+            status=self.status,
+            facts_stored=self.facts_stored,
+            facts_rejected=self.facts_rejected,
+            error=self.error,
         )
-    return Request(
-        environment=payload["environment"],
-        account_id=payload["account_id"],
-        agent_id=payload["agent_id"],
-        user_id=payload["user_id"],
-        thread_id=payload["thread_id"],
-        from_offset=payload["from_offset"],
-        to_offset=payload["to_offset"],
-        payload=payload,
-    )
 
 
-def flushed_payload(request: Request, result: FlushResult) -> dict[str, Any]:
-    """The `compaction.flushed` value for `request`."""
-    return {**request.payload, "flush": result.as_json()}
+def flushed(request: CompactionRequest, result: FlushResult) -> CompactionFlushed:
+    """The `compaction.flushed` value for `request`: its fields, unknown ones too, plus `flush`."""
+    return CompactionFlushed.of(request, result.outcome())
 
 
 def fact_owner(fact: ExtractedFact, messages: Sequence[Message], default: str | None) -> str | None:
@@ -168,16 +118,71 @@ def fact_owner(fact: ExtractedFact, messages: Sequence[Message], default: str | 
     return users.pop() if users else default
 
 
+@dataclass(frozen=True, slots=True)
+class FactWrite:
+    """One fact as agent memory's write path takes it (`MemoryService.store`)."""
+
+    scope: MemoryScope
+    key: str
+    content: str
+    category: str
+    visibility: Literal["private", "shared"]
+    importance: float
+    source: Provenance
+
+
+@dataclass(frozen=True, slots=True)
+class FactRejected:
+    """A fact that cannot be stored whatever memory holds (its messages belong to several users)."""
+
+    key: str
+    error: InvalidInput
+
+
+def facts_to_store(
+    request: CompactionRequest, messages: Sequence[Message], draft: FactsDraft
+) -> list[FactWrite | FactRejected]:
+    """What to store for each fact of `draft`, in order (module doc, step 2): the scope of the
+    request's agent and the fact's user (`fact_owner`, the request's `user_id` by default),
+    private with a user and shared without, the provenance of its messages."""
+    out: list[FactWrite | FactRejected] = []
+    for fact in draft.facts:
+        try:
+            user = fact_owner(fact, messages, request.user_id)
+        except InvalidInput as exc:
+            out.append(FactRejected(fact.key, exc))
+            continue
+        scope = MemoryScope(
+            environment=request.environment,
+            account_id=request.account_id,
+            agent_id=request.agent_id,
+            user_id=user,
+        )
+        out.append(
+            FactWrite(
+                scope=scope,
+                key=fact.key,
+                content=fact.content,
+                category=fact.category,
+                visibility="private" if user is not None else "shared",
+                importance=fact.importance,
+                source=Provenance(thread_id=request.thread_id, message_ids=fact.message_ids),
+            )
+        )
+    return out
+
+
 def _short(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
     return text if len(text) <= ERROR_MAX_CHARS else text[: ERROR_MAX_CHARS - 1] + "…"
 
 
 class Flush(Processor):
-    """The `flush` processor (module doc). `journal`, `memory` and `agents` are the node's; the chat
-    model is `chat_model` or, when None, `open_chat_model()` called in `start`; `publisher` (to
-    compaction.flushed) is built in `start` when not given. Construction does no I/O; `start`
-    refuses (NeedsNode) without journal or agent memory."""
+    """The `flush` processor (module doc). `journal`, `memory` and `agents` are the node's (agent
+    memory over its Postgres pool); the chat model is `chat_model` or, when None,
+    `open_chat_model()` called in `start`; `publisher` (to compaction.flushed) is built in `start`
+    when not given. Construction does no I/O; `start` refuses (NeedsNode) without the journal or
+    agent memory."""
 
     def __init__(
         self,
@@ -196,17 +201,22 @@ class Flush(Processor):
         self.source_topics = (SOURCE_TOPIC,)
         self.settings = settings
         self.journal = journal
+        self.memory = memory
+        self.agents = agents
         self.chat_model = chat_model
         self._open_chat_model = open_chat_model
-        self.publisher = publisher
+        self.output = TopicOutput(
+            settings,
+            topic_name(settings, OUTPUT_TOPIC),
+            client_id=f"memstream.{name}",
+            logger=log,
+            not_confirmed=FlushNotDelivered,
+            publisher=publisher,
+        )
         self.model_timeout_s = model_timeout_s
-        self.topic = topic_name(settings, OUTPUT_TOPIC)
-        self._agents = agents
-        self._memory = memory
-        self._stopping = False
 
     async def start(self) -> None:
-        if self.journal is None or self._memory is None or self._agents is None:
+        if self.journal is None or self.agents is None or self.memory is None:
             raise NeedsNode(
                 "the flush processor reads the journal and writes agent memory through the node's "
                 "journal and Postgres pool: it runs inside the node (`memstream up` / `memstream node`), "
@@ -216,39 +226,28 @@ class Flush(Processor):
             if self._open_chat_model is None:
                 raise ValueError("the flush processor needs `chat_model` or `open_chat_model`")
             self.chat_model = self._open_chat_model()
-        if self.publisher is None:
-            self.publisher = BatchPublisher(
-                self.settings, self.topic, client_id=f"memstream.{self.name}", logger=log
-            )
-        if self._stopping:
-            self.publisher.abort(f"the {self.name} processor is stopping")
+        self.output.start()
 
     def stopping(self) -> None:
-        self._stopping = True
-        if self.publisher is not None:
-            self.publisher.abort(f"the {self.name} processor is stopping")
+        self.output.stopping(f"the {self.name} processor is stopping")
 
     async def stop(self) -> None:
-        if self.publisher is not None:
-            self.publisher.close()
+        self.output.close()
 
     async def process(self, batch: Sequence[Record]) -> None:
-        requests = [decode(record) for record in batch]  # all-or-nothing before any effect
+        requests = []
+        for record in batch:  # all-or-nothing before any effect
+            with decoding(record):
+                requests.append(compaction_requested.decode(record.value))
         if not requests:
             return
-        if self.publisher is None:
-            raise RuntimeError("the flush processor was not started")
         out: list[OutgoingRecord] = []
         for request in requests:
-            result = await self.flush(request)
-            payload = flushed_payload(request, result)
-            out.append(OutgoingRecord(request.thread_id.encode("utf-8"), json.dumps(payload).encode("utf-8")))
-        try:
-            await self.publisher.publish(out)
-        except RecordsNotConfirmed as exc:
-            raise FlushNotDelivered(f"compaction.flushed records not confirmed: {exc.message}") from exc
+            event = compaction_flushed.encode(flushed(request, await self.flush(request)))
+            out.append(OutgoingRecord(event.key, event.value))
+        await self.output.send(out, what="compaction.flushed records")
 
-    async def flush(self, request: Request) -> FlushResult:
+    async def flush(self, request: CompactionRequest) -> FlushResult:
         """Flush one request (module doc, steps 1-3). Never raises but for cancellation."""
         where = f"{request.environment}/{request.account_id}/{request.agent_id}/{request.thread_id}"
         try:
@@ -273,13 +272,13 @@ class Flush(Processor):
         )
         return result
 
-    async def _flush(self, request: Request) -> FlushResult:
-        if self._agents is None or self._memory is None or self.chat_model is None:
+    async def _flush(self, request: CompactionRequest) -> FlushResult:
+        if self.agents is None or self.memory is None or self.chat_model is None:
             raise RuntimeError("the flush processor was not started")
         agent = AgentRef(
             environment=request.environment, account_id=request.account_id, agent_id=request.agent_id
         )
-        if not await self._agents.has_memory(agent):
+        if not await self.agents.has_memory(agent):
             return FlushResult("skipped_no_memory")
         messages = await self.messages(request)
         if not messages:
@@ -287,47 +286,36 @@ class Flush(Processor):
         async with asyncio.timeout(self.model_timeout_s):
             draft = await self.chat_model.extract_facts(messages)
         stored = rejected = 0
-        for fact in draft.facts:
+        for write in facts_to_store(request, messages, draft):
             try:
-                await self._store(request, fact, messages)
+                if isinstance(write, FactRejected):
+                    raise write.error
+                await self.memory.store(
+                    write.scope,
+                    write.key,
+                    write.content,
+                    write.category,
+                    scope_visibility=write.visibility,
+                    importance=write.importance,
+                    source=write.source,
+                )
             except InvalidInput as exc:
                 rejected += 1
-                log.info("flush of %s: fact %r rejected: %s", request.thread_id, fact.key, _short(exc))
+                log.info("flush of %s: fact %r rejected: %s", request.thread_id, write.key, _short(exc))
             except Exception as exc:
                 return FlushResult("failed", stored, rejected, _short(exc))
             else:
                 stored += 1
         return FlushResult("stored", stored, rejected)
 
-    async def _store(self, request: Request, fact: ExtractedFact, messages: Sequence[Message]) -> None:
-        assert self._memory is not None
-        user = fact_owner(fact, messages, request.user_id)
-        scope = MemoryScope(
-            environment=request.environment,
-            account_id=request.account_id,
-            agent_id=request.agent_id,
-            user_id=user,
-        )
-        await self._memory.store(
-            scope,
-            fact.key,
-            fact.content,
-            fact.category,
-            scope_visibility="private" if user is not None else "shared",
-            importance=fact.importance,
-            source=Provenance(thread_id=request.thread_id, message_ids=fact.message_ids),
-        )
-
-    async def messages(self, request: Request) -> list[Message]:
+    async def messages(self, request: CompactionRequest) -> list[Message]:
         """The agent's messages of the thread with offsets `from_offset`..`to_offset`, in order."""
         if self.journal is None:
             raise NeedsNode("the flush processor needs the node's journal")
-        found: list[Message] = []
-        cursor = request.from_offset - 1
-        while cursor < request.to_offset:
-            page = await self.journal.after(request.thread, cursor, JOURNAL_PAGE)
-            if not page:
-                break
-            found.extend(m for m in page if m.offset <= request.to_offset and m.agent_id == request.agent_id)
-            cursor = page[-1].offset
-        return found
+        return await messages_between(
+            self.journal,
+            request.thread,
+            after=request.from_offset - 1,
+            up_to=request.to_offset,
+            agent_id=request.agent_id,
+        )

@@ -38,15 +38,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from pydantic import ValidationError
-
 from core.embeddings.base import Embedder, SparseEncoder
-from core.memory.models import EntryEvent, MemoryEntry, parse_entry_key
+from core.memory.models import EntryEvent, MemoryEntry
 from core.stores.outbox import AppliedOutbox
 from core.stores.vectors import CollectionRef, IndexPoint, VectorIndex
 from sinks.embeddings.bm25 import Bm25Sparse
+from streams.codecs import memory_entries
 from streams.relays.memory_entries import outbox_seqs
-from streams.runtime.processor import InvalidMessage, Processor, Record
+from streams.runtime.processor import Processor, Record, decoding
 
 NAME = "qdrant-projection"
 SOURCE_TOPIC = "memory.entries"
@@ -75,34 +74,10 @@ class ProjectionPlan:
 
 def decode(record: Record, model_id: str) -> tuple[CollectionRef, str, EntryEvent | None]:
     """(collection, entry_id, event or None for a tombstone) of `record`; InvalidMessage if bad."""
-    try:
-        key = (record.key or b"").decode("utf-8")
-        environment, account_id, entry_id = parse_entry_key(key)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise InvalidMessage(record, f"bad memory.entries key: {exc}") from exc
-    ref = CollectionRef(environment=environment, account_id=account_id, model_id=model_id)
-    if record.value is None:
-        return ref, entry_id, None
-    try:
-        event = EntryEvent.model_validate_json(record.value)
-    except ValidationError as exc:
-        raise InvalidMessage(record, f"bad EntryEvent value: {_first_error(exc)}") from exc
-    entry = event.entry
-    if (entry.environment, entry.account_id, entry.entry_id) != (environment, account_id, entry_id):
-        raise InvalidMessage(
-            record,
-            f"EntryEvent of {entry.environment}/{entry.account_id}/{entry.entry_id} under key {key!r}",
-        ) from ValueError("key and value disagree")
-    return ref, entry_id, event
-
-
-def _first_error(exc: ValidationError) -> str:
-    errors = exc.errors()
-    if not errors:
-        return str(exc)
-    first = errors[0]
-    where = ".".join(str(p) for p in first.get("loc", ())) or "value"
-    return f"{where}: {first.get('msg', 'invalid')} ({len(errors)} error(s))"
+    with decoding(record):
+        decoded = memory_entries.decode(record.key, record.value)
+    ref = CollectionRef(environment=decoded.environment, account_id=decoded.account_id, model_id=model_id)
+    return ref, decoded.entry_id, decoded.event
 
 
 def plan(batch: Sequence[Record], model_id: str, now: datetime) -> ProjectionPlan:

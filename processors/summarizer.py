@@ -4,7 +4,7 @@ Input: `compaction.flushed` (key thread_id; the `compaction.requested` fields pl
 status, which the summarizer ignores). Output: the thread's summary in object storage (through the
 Redis cache), the thresholds' counters restarted and the flush-and-summarize guard released.
 
-Per request (`Summarizer.summarize`):
+Per request (`Summarizer.handle`; the pure decisions are `step`, `next_summary` and `is_final`):
 
 1. Take the thread's summarization lock (`summarization_lock_name`, a Redis lease of
    `LOCK_TTL_S`, renewed every third of it while the request is worked on, so a holder that dies -
@@ -13,7 +13,7 @@ Per request (`Summarizer.summarize`):
    request is done. Still held after the wait -> `SummarizerBusy`, a transient error: the runtime
    retries the batch later. The lock only avoids duplicate model calls; correctness comes from the
    optimistic version check of the write.
-2. `current = store.current(...)`. When it covers `to_offset` the request is done (redelivery,
+2. `current = self.summaries.current(...)`. When it covers `to_offset` the request is done (redelivery,
    replay, or a racing summarizer won): nothing is written (idempotent).
 3. Otherwise read the agent's messages after `current.last_message_offset` (-1 without one) up to
    `to_offset` from the journal, call `chat_model.summarize(current, messages,
@@ -46,17 +46,17 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.chat.base import ChatModel, ModelError, ModelRequestRejected, ModelUnsupported
 from core.errors import JournalUnavailable, MemstreamError
-from core.journal.models import Id, Message, ThreadRef
+from core.journal.models import Message
+from core.journal.reading import messages_between
 from core.stores.compactions import CompactionLedger
 from core.stores.journal import Journal
 from core.stores.locks import Lease, Locks
-from core.stores.thresholds import ThreadScope, ThresholdStore
+from core.stores.thresholds import ThresholdStore
 from core.summaries.models import (
     Summary,
     SummaryStore,
@@ -66,8 +66,10 @@ from core.summaries.models import (
     summarization_lock_name,
 )
 from processors.errors import NeedsNodeJournal
+from streams.codecs import compaction_flushed
+from streams.codecs.compaction_flushed import CompactionFlushed
 from streams.runtime.errors import SinkUnavailable
-from streams.runtime.processor import InvalidMessage, Processor, Record
+from streams.runtime.processor import InvalidMessage, Processor, Record, decoding
 
 NAME = "summarizer"
 SOURCE_TOPIC = "compaction.flushed"
@@ -83,7 +85,6 @@ LOCK_POLL_S = 0.1
 RETRY_DELAYS_S: tuple[float, ...] = (0.5, 2.0, 8.0)
 """Backoff between the attempts of one request (len + 1 attempts)."""
 MAX_CONFLICTS = 5
-JOURNAL_PAGE = 1000
 
 log = logging.getLogger("memstream.summarizer")
 
@@ -113,42 +114,45 @@ FINAL: tuple[type[Exception], ...] = (ModelRequestRejected, ModelUnsupported, Re
 """Failures retrying cannot fix: the request is dead-lettered at once."""
 
 
-class FlushedRequest(BaseModel):
-    """The fields of a `compaction.flushed` value the summarizer uses (others are ignored)."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    environment: str = Field(min_length=1)
-    account_id: Id
-    agent_id: Id
-    thread_id: Id
-    from_offset: int = Field(ge=0)
-    to_offset: int = Field(ge=0)
-
-    @property
-    def thread(self) -> ThreadRef:
-        return ThreadRef(environment=self.environment, account_id=self.account_id, thread_id=self.thread_id)
-
-    @property
-    def scope(self) -> ThreadScope:
-        return ThreadScope(self.environment, self.account_id, self.agent_id, self.thread_id)
-
-    def covered_by(self, summary: Summary | None) -> bool:
-        return summary is not None and summary.last_message_offset >= self.to_offset
+def covered(request: CompactionFlushed, summary: Summary | None) -> bool:
+    """Whether `summary` already covers the request (the request is then done)."""
+    return summary is not None and summary.last_message_offset >= request.to_offset
 
 
-def decode(record: Record) -> FlushedRequest:
-    """The request in `record`; InvalidMessage when it is not one."""
-    if record.value is None:
-        raise InvalidMessage(record, f"{SOURCE_TOPIC} value is missing")
-    try:
-        request = FlushedRequest.model_validate_json(record.value)
-        request.thread  # noqa: B018  # validates the ids
-    except ValidationError as exc:
-        raise InvalidMessage(record, f"{SOURCE_TOPIC} value is invalid: {exc}") from exc
-    if request.from_offset > request.to_offset:
-        raise InvalidMessage(record, f"{SOURCE_TOPIC} value is invalid: from_offset > to_offset")
-    return request
+@dataclass(frozen=True, slots=True)
+class Covered:
+    """The request is done: `summary` covers it."""
+
+    summary: Summary
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRange:
+    """Fold the agent's messages with `after < offset <= up_to` into the current summary (the
+    journal must hold its message at `up_to`)."""
+
+    after: int
+    up_to: int
+
+
+def step(request: CompactionFlushed, current: Summary | None) -> Covered | MessageRange:
+    """What summarizing `request` over the `current` summary takes: nothing (covered), or the
+    messages after it up to the request's `to_offset`."""
+    if current is not None and covered(request, current):
+        return Covered(current)
+    return MessageRange(
+        after=current.last_message_offset if current is not None else -1, up_to=request.to_offset
+    )
+
+
+def is_final(error: BaseException) -> bool:
+    """Whether retrying cannot fix `error` (the request is dead-lettered at once)."""
+    return isinstance(error, FINAL)
+
+
+def is_retried(error: BaseException) -> bool:
+    """Whether `error` is retried after a delay, then dead-letters the request (module doc)."""
+    return isinstance(error, RETRIED) and not is_final(error)
 
 
 def next_summary(
@@ -237,11 +241,14 @@ class Summarizer(Processor):
                 await result
 
     async def process(self, batch: Sequence[Record]) -> None:
-        requests = [(record, decode(record)) for record in batch]  # all-or-nothing before any effect
+        requests = []
+        for record in batch:  # all-or-nothing before any effect
+            with decoding(record):
+                requests.append((record, compaction_flushed.decode(record.value)))
         for record, request in requests:
             await self.handle(record, request)
 
-    async def handle(self, record: Record, request: FlushedRequest) -> Summary:
+    async def handle(self, record: Record, request: CompactionFlushed) -> Summary:
         """Summarize for one request (module doc); the summary covering it."""
         lease = await self._lock(request)
         if lease is None:  # another summarizer covered the request while we waited
@@ -254,7 +261,7 @@ class Summarizer(Processor):
             try:
                 summary = await self._with_retries(request)
             except Exception as exc:
-                if not isinstance(exc, (*RETRIED, *FINAL)):
+                if not (is_final(exc) or is_retried(exc)):
                     raise  # transient (Redis, Postgres, a bug): the runtime retries the batch
                 await self._ledger().settle(request.scope, request.to_offset)
                 await self._release_guard(request)
@@ -293,7 +300,7 @@ class Summarizer(Processor):
             raise NeedsNodeJournal("the summarizer needs the node's Postgres pool")
         return self.ledger
 
-    async def _lock(self, request: FlushedRequest) -> Lease | None:
+    async def _lock(self, request: CompactionFlushed) -> Lease | None:
         """The thread's lock, or None when the request got covered while another holder worked."""
         name = summarization_lock_name(request.thread, request.agent_id)
         deadline = asyncio.get_running_loop().time() + self.lock_wait_s
@@ -301,20 +308,18 @@ class Summarizer(Processor):
             lease = await self.locks.acquire(name, self.lock_ttl_s)
             if lease is not None:
                 return lease
-            if request.covered_by(await self.summaries.current(request.thread, request.agent_id)):
+            if covered(request, await self.summaries.current(request.thread, request.agent_id)):
                 return None
             if asyncio.get_running_loop().time() >= deadline:
                 raise SummarizerBusy(f"another summarizer holds {name!r}")
             await asyncio.sleep(LOCK_POLL_S)
 
-    async def _with_retries(self, request: FlushedRequest) -> Summary:
+    async def _with_retries(self, request: CompactionFlushed) -> Summary:
         for delay in (*self.retry_delays, None):
             try:
                 return await self._summarize(request)
-            except FINAL:
-                raise
-            except RETRIED as exc:
-                if delay is None:
+            except Exception as exc:
+                if delay is None or not is_retried(exc):
                     raise
                 log.warning(
                     "summarizing %s failed (%s: %s); retrying in %.2f s",
@@ -326,16 +331,17 @@ class Summarizer(Processor):
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
-    async def _summarize(self, request: FlushedRequest) -> Summary:
+    async def _summarize(self, request: CompactionFlushed) -> Summary:
         """One attempt: read, fold, write with the version check (re-checking after conflicts)."""
         model = self.chat_model
         if model is None:
             raise RuntimeError("the summarizer was not started")
         for _ in range(MAX_CONFLICTS):
             current = await self.summaries.current(request.thread, request.agent_id)
-            if current is not None and request.covered_by(current):
-                return current
-            messages = await self._messages(request, current)
+            todo = step(request, current)
+            if isinstance(todo, Covered):
+                return todo.summary
+            messages = await self._messages(request, todo)
             draft = await model.summarize(current, messages, max_tokens=SUMMARY_MAX_TOKENS)
             new = next_summary(current, messages, draft.content, draft.token_count, self.clock())
             try:
@@ -360,31 +366,26 @@ class Summarizer(Processor):
             return written
         raise SummaryWriteFailed(f"summary of {_describe(request)} kept changing ({MAX_CONFLICTS} conflicts)")
 
-    async def _messages(self, request: FlushedRequest, current: Summary | None) -> list[Message]:
-        """The agent's messages after `current` up to `to_offset` (the last one is at `to_offset`)."""
+    async def _messages(self, request: CompactionFlushed, todo: MessageRange) -> list[Message]:
+        """The agent's messages of `todo` (the last one is at its `up_to`)."""
         journal = self.journal
         if journal is None:
             raise NeedsNodeJournal("the summarizer needs the node's journal")
-        cursor = current.last_message_offset if current is not None else -1
-        found: list[Message] = []
-        while cursor < request.to_offset:
-            page = await journal.after(request.thread, cursor, JOURNAL_PAGE)
-            if not page:
-                break
-            found.extend(m for m in page if m.offset <= request.to_offset and m.agent_id == request.agent_id)
-            cursor = page[-1].offset
-        if not found or found[-1].offset != request.to_offset:
+        found = await messages_between(
+            journal, request.thread, after=todo.after, up_to=todo.up_to, agent_id=request.agent_id
+        )
+        if not found or found[-1].offset != todo.up_to:
             raise RequestNotSatisfiable(
-                f"the journal holds no message of agent {request.agent_id!r} at offset {request.to_offset}"
+                f"the journal holds no message of agent {request.agent_id!r} at offset {todo.up_to}"
             )
         return found
 
-    async def _release_guard(self, request: FlushedRequest) -> None:
+    async def _release_guard(self, request: CompactionFlushed) -> None:
         """Release the thread's guard unless it belongs to a later crossing (module doc)."""
         await self.thresholds.release_guard(request.scope, up_to=request.to_offset)
 
 
-def _describe(request: FlushedRequest) -> str:
+def _describe(request: CompactionFlushed) -> str:
     return (
         f"{request.environment}/{request.account_id}/{request.agent_id}/{request.thread_id}"
         f"@{request.to_offset}"

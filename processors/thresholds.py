@@ -1,7 +1,7 @@
 """`thresholds`: counts each thread's messages and tokens since its last summary and requests a
 compaction when a thread crosses `TOKEN_LIMIT` tokens or `MESSAGE_LIMIT` messages.
 
-Input: `journal.messages`. Output: `compaction.requested` (key thread_id; `request_payload`).
+Input: `journal.messages`. Output: `compaction.requested` (key thread_id; `compaction_request`).
 
 Per message, in one Redis script (`sinks.redis.thresholds.RedisThresholdStore.count`): add it to the
 thread's counters when it is the next offset (a message already counted changes nothing, so
@@ -38,7 +38,6 @@ anything of its batch is counted.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -47,28 +46,30 @@ from typing import Any, Literal
 
 from core.config import Settings
 from core.journal.models import Message, ThreadRef
+from core.journal.reading import messages_between
 from core.stores.compactions import CompactionLedger
 from core.stores.journal import Journal
 from core.stores.thresholds import Outcome, ThreadScope, ThresholdStore
 from core.summaries.models import SummaryWriter
 from processors.errors import NeedsNodeJournal
-from streams.events import InvalidEvent, decode_message
-from streams.producer import BatchPublisher, OutgoingRecord, RecordsNotConfirmed
+from streams.codecs import compaction_requested, journal_messages
+from streams.codecs.compaction_requested import CompactionRequest, timestamp
+from streams.codecs.records import EncodedEvent
+from streams.output import TopicOutput
+from streams.producer import BatchPublisher, OutgoingRecord
 from streams.runtime.errors import SinkUnavailable
-from streams.runtime.processor import InvalidMessage, Processor, Record
+from streams.runtime.processor import Processor, Record, decoding
 from streams.topics import topic_name
 
 NAME = "thresholds"
 SOURCE_TOPIC = "journal.messages"
 OUTPUT_TOPIC = "compaction.requested"
-REQUEST_SCHEMA_VERSION = 1
 
 TOKEN_LIMIT = 2_000
 """A thread is compacted once this many tokens arrived since its last summary..."""
 MESSAGE_LIMIT = 50
 """...or this many messages, whichever comes first."""
 
-JOURNAL_PAGE = 1000
 
 log = logging.getLogger("memstream.thresholds")
 
@@ -130,32 +131,49 @@ def scope_of(message: Message) -> ThreadScope:
     return ThreadScope(message.environment, message.account_id, message.agent_id, message.thread_id)
 
 
-def request_payload(message: Message, outcome: Outcome, requested_at: datetime) -> dict[str, Any]:
+def compaction_request(message: Message, outcome: Outcome, requested_at: datetime) -> CompactionRequest:
     """The `compaction.requested` value for the crossing `outcome` decided while counting `message`
     (the thread's; the request reaches `outcome.offset`)."""
     assert outcome.base is not None and outcome.tokens is not None and outcome.messages is not None
-    assert outcome.offset is not None
-    return {
-        "schema_version": REQUEST_SCHEMA_VERSION,
-        "environment": message.environment,
-        "account_id": message.account_id,
-        "agent_id": message.agent_id,
-        "user_id": message.user_id,
-        "thread_id": message.thread_id,
-        "from_offset": outcome.base,
-        "to_offset": outcome.offset,
-        "tokens": outcome.tokens,
-        "messages": outcome.messages,
-        "reason": outcome.reason,
-        "requested_at": requested_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
-    }
+    assert outcome.offset is not None and outcome.reason is not None
+    return CompactionRequest.model_validate(
+        {
+            "environment": message.environment,
+            "account_id": message.account_id,
+            "agent_id": message.agent_id,
+            "user_id": message.user_id,
+            "thread_id": message.thread_id,
+            "from_offset": outcome.base,
+            "to_offset": outcome.offset,
+            "tokens": outcome.tokens,
+            "messages": outcome.messages,
+            "reason": outcome.reason,
+            "requested_at": timestamp(requested_at),
+        }
+    )
 
 
-def decode(record: Record) -> Message:
-    try:
-        return decode_message(record.value)
-    except InvalidEvent as exc:
-        raise InvalidMessage(record, str(exc)) from exc
+@dataclass(frozen=True, slots=True)
+class ThresholdPlan:
+    """What counting a batch decided: the requests to record, produce and mark sent (in message
+    order), and per thread the highest crossing a held guard kept back (to record)."""
+
+    requests: list[CompactionRequest]
+    held_back: dict[ThreadScope, int]
+
+
+def plan(counted: Sequence[tuple[Message, Outcome]], now: datetime) -> ThresholdPlan:
+    """The decision for messages counted in order (`(message, its outcome)`), requested at `now`:
+    an outcome that emits becomes a request; a crossing the guard held back is kept per thread."""
+    requests: list[CompactionRequest] = []
+    held_back: dict[ThreadScope, int] = {}
+    for message, outcome in counted:
+        if outcome.emits:
+            requests.append(compaction_request(message, outcome, now))
+        elif outcome.kind == "guarded" and outcome.offset is not None:
+            scope = scope_of(message)
+            held_back[scope] = max(held_back.get(scope, -1), outcome.offset)
+    return ThresholdPlan(requests, held_back)
 
 
 # ---------------------------------------------------------------- the processor
@@ -190,11 +208,16 @@ class Thresholds(Processor):
         self.ledger = ledger
         self._summaries = summaries
         self._open_summaries = open_summaries
-        self.publisher = publisher
+        self.output = TopicOutput(
+            settings,
+            topic_name(settings, OUTPUT_TOPIC),
+            client_id=f"memstream.{name}",
+            logger=log,
+            not_confirmed=RequestNotDelivered,
+            publisher=publisher,
+        )
         self.clock: Clock = clock or (lambda: datetime.now(UTC))
         self.close_store = close_store
-        self.topic = topic_name(settings, OUTPUT_TOPIC)
-        self._stopping = False
 
     async def start(self) -> None:
         if self.journal is None or self.ledger is None:
@@ -207,21 +230,13 @@ class Thresholds(Processor):
             if self._open_summaries is None:
                 raise ValueError("the thresholds processor needs `summaries` or `open_summaries`")
             self._summaries = self._open_summaries()
-        if self.publisher is None:
-            self.publisher = BatchPublisher(
-                self.settings, self.topic, client_id=f"memstream.{self.name}", logger=log
-            )
-        if self._stopping:
-            self.publisher.abort(f"the {self.name} processor is stopping")
+        self.output.start()
 
     def stopping(self) -> None:
-        self._stopping = True
-        if self.publisher is not None:
-            self.publisher.abort(f"the {self.name} processor is stopping")
+        self.output.stopping(f"the {self.name} processor is stopping")
 
     async def stop(self) -> None:
-        if self.publisher is not None:
-            self.publisher.close()
+        self.output.close()
         if self.close_store:
             await self.store.aclose()
 
@@ -292,48 +307,34 @@ class Thresholds(Processor):
         """The thread's journal messages with `after < offset <= up_to`, oldest first."""
         if self.journal is None:
             raise NeedsNodeJournal("the thresholds processor needs the node's journal")
-        found: list[Message] = []
-        cursor = after
-        while cursor < up_to:
-            page = await self.journal.after(thread, cursor, JOURNAL_PAGE)
-            if not page:
-                break
-            found.extend(m for m in page if m.offset <= up_to)
-            cursor = page[-1].offset
-        return found
+        return await messages_between(self.journal, thread, after=after, up_to=up_to)
 
     async def process(self, batch: Sequence[Record]) -> None:
-        messages = [decode(record) for record in batch]  # all-or-nothing before any effect
-        requests: list[tuple[Message, Outcome]] = []
-        held_back: dict[ThreadScope, int] = {}
-        for message in messages:
-            outcome = await self.outcome(message)
-            if outcome.emits:
-                requests.append((message, outcome))
-            elif outcome.kind == "guarded" and outcome.offset is not None:
-                scope = scope_of(message)
-                held_back[scope] = max(held_back.get(scope, -1), outcome.offset)
-        if held_back:
-            await self._ledger().record_crossings(held_back)
-        await self.emit(requests)
+        messages = []
+        for record in batch:  # all-or-nothing before any effect
+            with decoding(record):
+                messages.append(journal_messages.decode(record.value))
+        counted = [(message, await self.outcome(message)) for message in messages]
+        decided = plan(counted, self.clock())
+        if decided.held_back:
+            await self._ledger().record_crossings(decided.held_back)
+        await self.emit(decided.requests)
 
-    async def emit(self, requests: Sequence[tuple[Message, Outcome]]) -> None:
+    async def emit(self, requests: Sequence[CompactionRequest]) -> None:
         """Record each decided request as its thread's compaction in flight, produce them and wait
         until the broker confirmed every one, then mark them sent (module doc)."""
         if not requests:
             return
-        now = self.clock()
-        payloads = [(message, request_payload(message, outcome, now)) for message, outcome in requests]
-        await self._ledger().record_requests([(scope_of(m), p) for m, p in payloads])
-        await self._publish([(m.thread_id, p) for m, p in payloads])
-        for message, payload in payloads:
-            await self.store.mark_sent(scope_of(message), payload["to_offset"])
+        await self._ledger().record_requests([(r.scope, r.payload()) for r in requests])
+        await self._publish([compaction_requested.encode(r) for r in requests])
+        for request in requests:
+            await self.store.mark_sent(request.scope, request.to_offset)
             log.info(
                 "compaction requested for %s/%s/%s at offset %d",
-                message.environment,
-                message.account_id,
-                message.thread_id,
-                payload["to_offset"],
+                request.environment,
+                request.account_id,
+                request.thread_id,
+                request.to_offset,
             )
 
     async def reevaluate(self, scope: ThreadScope) -> Outcome | None:
@@ -351,8 +352,7 @@ class Thresholds(Processor):
             return None
         message = last[-1]
         outcome = await self.outcome(message)
-        if outcome.emits:
-            await self.emit([(message, outcome)])
+        await self.emit(plan([(message, outcome)], self.clock()).requests)
         return outcome
 
     async def request_again(self, requests: Sequence[tuple[ThreadScope, Mapping[str, Any]]]) -> None:
@@ -363,21 +363,12 @@ class Thresholds(Processor):
             return
         for scope, payload in requests:
             await self.store.hold_guard(scope, int(payload["to_offset"]))
-        await self._publish([(scope.thread_id, payload) for scope, payload in requests])
+        await self._publish([compaction_requested.encode_recorded(s.thread_id, p) for s, p in requests])
 
-    async def _publish(self, requests: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
-        """Produce `(thread_id, value)` requests; `RequestNotDelivered` (an outage, caused by the
-        `RecordsNotConfirmed`) when the broker did not confirm every one."""
-        publisher = self.publisher
-        if publisher is None:
-            raise RuntimeError("the thresholds processor was not started")
-        records = [
-            OutgoingRecord(t.encode("utf-8"), json.dumps(dict(p)).encode("utf-8")) for t, p in requests
-        ]
-        try:
-            await publisher.publish(records)
-        except RecordsNotConfirmed as exc:
-            raise RequestNotDelivered(f"compaction requests not confirmed: {exc.message}") from exc
+    async def _publish(self, events: Sequence[EncodedEvent]) -> None:
+        """Produce `events`; `RequestNotDelivered` (an outage, caused by the `RecordsNotConfirmed`)
+        when the broker did not confirm every one."""
+        await self.output.send([OutgoingRecord(e.key, e.value) for e in events], what="compaction requests")
 
     def _ledger(self) -> CompactionLedger:
         if self.ledger is None:

@@ -38,6 +38,11 @@ from core.errors import MemstreamError
 from streams.topics import TopicRegistry, default_registry
 
 UNASSIGNED = -1
+MISSING_TOPIC = frozenset(
+    {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
+)
+"""Delivery errors meaning the record's topic or partition does not exist (deleted, or a broker that
+lost its topics)."""
 """librdkafka's RD_KAFKA_PARTITION_UA: let the partitioner choose."""
 
 RECORD_OVERHEAD_BYTES = 64 * 1024
@@ -217,6 +222,11 @@ class RecordsNotConfirmed(MemstreamError):
             f"(first failed key {first.key!r})"
         )
         self.failures = list(failures)
+
+    @property
+    def topic_missing(self) -> bool:
+        """Whether a record failed because its topic (or partition) does not exist on the broker."""
+        return any(failure.error.code() in MISSING_TOPIC for failure in self.failures)
 
 
 class BatchPublisher:

@@ -9,7 +9,7 @@ them back (None when one is missing or malformed).
 from __future__ import annotations
 
 from core.sequencing import Stamp
-from streams.events import Headers, header
+from streams.codecs.records import Headers, header
 
 SEQ_HEADER = "seq"
 PREV_HEADER = "prev_seq"

@@ -9,7 +9,7 @@ does not declare (a test scans memstream/, streams/, processors/ and sinks/ for 
 Dead-letter topics are built from one template (`dead_letter` in topics.yaml): `dlq_topic(processor)`
 returns the `TopicSpec` of `dlq.<processor>` for a processor listed under `dead_letter.processors`
 (that listing is what makes `memstream topics apply` create it). Its records follow the
-dead-letter schema; `streams.events.dead_letter_payload` builds one.
+dead-letter schema; `streams.codecs.dead_letter.payload` builds one.
 
 Loading fails with `TopicsFileError` (naming the entry and the problem) when the file is malformed,
 a schema is not valid Draft 2020-12, or an example payload does not validate against its schema.
@@ -361,6 +361,6 @@ def dlq_topic(processor: str, *, registry: TopicRegistry | None = None) -> Topic
     """The dead-letter `TopicSpec` of `processor` (see `TopicRegistry.dlq_topic`).
 
     Broker name: `dlq_topic("summarizer").broker_name(settings)`; records: validate with
-    `spec.validate(payload)`, build with `streams.events.dead_letter_payload(...)`.
+    `spec.validate(payload)`, build with `streams.codecs.dead_letter.payload(...)`.
     """
     return (registry or default_registry()).dlq_topic(processor)

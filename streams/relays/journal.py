@@ -3,7 +3,7 @@
 Contract:
 - Each round reads up to `batch_size` messages after the durable cursor
   (`journal.read_from_seq(cursor, batch_size)`), produces all of them (key = thread_id, value =
-  `streams.events.encode_message`, header `message_id`) with an idempotent producer, waits until
+  `streams.codecs.journal_messages.encode`, header `message_id`) with an idempotent producer, waits until
   the broker has confirmed EVERY one (`streams.producer.produce_and_confirm`), and only then
   stores the cursor (`journal.set_cursor`, durable). A message is therefore never skipped: a crash
   or a delivery failure before the cursor is stored means the batch is published again
@@ -51,7 +51,7 @@ from core.errors import JournalFenced
 from core.sequencing import PartitionBounds
 from core.stores.journal import Journal
 from core.stores.progress import BoundsStore
-from streams.events import encode_message
+from streams.codecs import journal_messages
 from streams.producer import DeliveryFailure, OutgoingRecord
 from streams.relays.base import Abort, Pace, RelayAborted, RelayDeliveryError, RelayLoop, RelayStats
 from streams.sequencing import stamp_headers
@@ -176,7 +176,7 @@ class Relay(RelayLoop):
             stamps, after = bounds.stamp([(m.seq, m.thread_id.encode("utf-8")) for m in batch])
             records = [
                 OutgoingRecord(event.key, event.value, [*event.headers, *stamp_headers(stamp)], partition)
-                for event, (partition, stamp) in zip(map(encode_message, batch), stamps, strict=True)
+                for event, (partition, stamp) in zip(map(journal_messages.encode, batch), stamps, strict=True)
             ]
             await asyncio.to_thread(self._publish, producer, records, [m.seq for m in batch], abort)
         last = batch[-1].seq

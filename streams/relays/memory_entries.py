@@ -35,13 +35,13 @@ Logs: `memstream.memory.outbox` (rounds, retries), `memstream.memory.outbox.kafk
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from core.config import Settings
 from core.stores.outbox import EntriesOutbox, OutboxListener
+from streams.codecs.memory_entries import encode_value
 from streams.producer import DeliveryFailure, OutgoingRecord
 from streams.relays.base import Abort, Pace, RelayAborted, RelayDeliveryError, RelayLoop
 from streams.topics import TopicRegistry, topic_name
@@ -74,13 +74,6 @@ class OutboxAborted(RelayAborted):
     """The relay was stopped while a batch was unconfirmed; the rows were kept (published again)."""
 
     code = "outbox_aborted"
-
-
-def encode_value(value: Any) -> bytes | None:
-    """The record value of an outbox row's `value` (None -> a tombstone)."""
-    if value is None:
-        return None
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
 
 class EntriesOutboxRelay(RelayLoop):

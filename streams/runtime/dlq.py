@@ -1,7 +1,7 @@
 """Dead-lettering: a processor's poison records go to its topic `dlq.<processor>`.
 
 `DeadLetterQueue.send` builds the record of the `dead_letter` schema in topics.yaml
-(`streams.events.dead_letter_payload`), produces it with an idempotent producer keyed by the
+(`streams.codecs.dead_letter.payload`), produces it with an idempotent producer keyed by the
 original key, and returns only when the broker acknowledged it, so the runtime can commit past
 the original record afterwards. Before producing it checks the `DeadLetterLimit`: when the
 processor has already dead-lettered `limit` records within the window, it raises
@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from confluent_kafka import KafkaError, Message, Producer
 
 from core.config import Settings
-from streams.events import dead_letter_payload
+from streams.codecs import dead_letter
 from streams.producer import make_producer
 from streams.runtime.errors import DeadLetterLimitExceeded, DeadLetterUnavailable
 from streams.runtime.processor import Record
@@ -96,7 +96,7 @@ class DeadLetterQueue:
     async def send(self, record: Record, *, reason: str, error: BaseException, attempts: int) -> None:
         """Dead-letter `record`; raises `DeadLetterLimitExceeded` or `DeadLetterUnavailable`."""
         self.limit.check(self.processor)
-        payload = dead_letter_payload(
+        payload = dead_letter.payload(
             processor=self.processor,
             original_topic=record.topic,
             partition=record.partition,

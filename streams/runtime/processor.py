@@ -21,11 +21,13 @@ sink)` maps each record with a pure `transform` and hands the results to `sink.w
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from core.config import Settings
+from streams.codecs.errors import InvalidEvent
 
 T = TypeVar("T")
 T_contra = TypeVar("T_contra", contravariant=True)
@@ -74,6 +76,16 @@ class InvalidMessage(Exception):
     def error(self) -> BaseException:
         """The exception recorded as the DLQ `error_type`: the cause, else this exception."""
         return self.__cause__ if self.__cause__ is not None else self
+
+
+@contextlib.contextmanager
+def decoding(record: Record) -> Iterator[None]:
+    """Decode `record` inside: a codec's `InvalidEvent` becomes `InvalidMessage(record, reason)`
+    caused by it (the record is dead-lettered, the DLQ `error_type` is the codec's error)."""
+    try:
+        yield
+    except InvalidEvent as exc:
+        raise InvalidMessage(record, str(exc)) from exc
 
 
 class Processor(abc.ABC):

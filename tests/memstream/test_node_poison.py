@@ -25,7 +25,7 @@ from memstream.embedded.process import ManagedProcess, free_port
 from memstream.wiring.processors import threshold_namespace
 from processors.thresholds import NAME as THRESHOLDS
 from sinks.redis.client import redis_client
-from streams.events import message_payload
+from streams.codecs import journal_messages
 from streams.runtime.processor import group_id
 from streams.topics import default_registry
 from tests.memstream.node_process import node_env, node_process
@@ -38,7 +38,7 @@ POISON_THREAD = "th-poison\n"
 
 def produce_poison(settings: Settings) -> tuple[int, int]:
     """A valid journal message of thread "th-poison\\n" on the node's journal topic; (partition, offset)."""
-    payload = message_payload(message("th-poison", 0, "I am a poison record", seq=10**9))
+    payload = journal_messages.payload(message("th-poison", 0, "I am a poison record", seq=10**9))
     payload["thread_id"] = POISON_THREAD
     producer = Producer({"bootstrap.servers": settings.broker_bootstrap, "enable.idempotence": True})
     where: list[tuple[int, int]] = []

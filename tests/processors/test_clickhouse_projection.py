@@ -14,7 +14,7 @@ from processors.clickhouse_projection import (
     decode,
     rows,
 )
-from streams.events import InvalidEvent, UnsupportedSchemaVersion
+from streams.codecs.errors import InvalidEvent, UnsupportedSchemaVersion
 from streams.runtime.outages import is_outage
 from streams.runtime.processor import InvalidMessage
 from tests.fakes.outage import Outage

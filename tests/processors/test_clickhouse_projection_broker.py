@@ -16,7 +16,7 @@ from core.stores.transcripts import TranscriptScope, TranscriptUnavailable
 from processors.clickhouse_projection import NAME, ClickHouseProjection
 from sinks.clickhouse.store import ClickHouseTranscriptStore
 from streams.admin import apply_topics
-from streams.events import encode_message
+from streams.codecs import journal_messages
 from streams.runtime import RuntimeOptions
 from streams.runtime.processor import Record
 from streams.topics import TopicRegistry, default_registry
@@ -56,7 +56,7 @@ def registry(settings_: Settings) -> TopicRegistry:
 
 
 def encoded(messages: Sequence[Message]) -> list[Outgoing]:
-    return [(e.key, e.value) for e in map(encode_message, messages)]
+    return [(e.key, e.value) for e in map(journal_messages.encode, messages)]
 
 
 async def project(

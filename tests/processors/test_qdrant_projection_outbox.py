@@ -18,7 +18,7 @@ from processors.qdrant_projection import QdrantProjection, entry_payload
 from sinks.embeddings.bm25 import Bm25Sparse
 from sinks.embeddings.minilm import OfflineMiniLM
 from sinks.postgres.memory import PostgresMemoryStore
-from streams.relays.memory_entries import encode_value
+from streams.codecs.memory_entries import encode_value
 from streams.runtime.processor import Record
 from tests.core.memory.helpers import FakeClock, scope
 from tests.processors.projection_support import TOPIC

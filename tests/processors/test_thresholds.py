@@ -5,16 +5,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from core.journal.models import Message
-from core.stores.thresholds import Outcome
+from core.stores.thresholds import Outcome, ThreadScope
 from processors.thresholds import (
     MESSAGE_LIMIT,
     OUTPUT_TOPIC,
     TOKEN_LIMIT,
     Counters,
     advance,
+    compaction_request,
     crossing,
     fold,
-    request_payload,
+    plan,
 )
 from streams.topics import default_registry
 
@@ -57,9 +58,9 @@ def test_fold_sums_the_agents_messages_up_to_the_current_offset() -> None:
     assert fold([], "bot", 2) == Counters()
 
 
-def test_request_payloads_match_the_declared_schema() -> None:
+def test_requests_match_the_declared_schema() -> None:
     outcome = Outcome("request", base=10, tokens=2_010, messages=12, offset=21, reason="tokens")
-    payload = request_payload(message(21, 400), outcome, T0)
+    payload = compaction_request(message(21, 400), outcome, T0).payload()
     default_registry().validate(OUTPUT_TOPIC, payload)
     assert payload == {
         "schema_version": 1,
@@ -75,3 +76,29 @@ def test_request_payloads_match_the_declared_schema() -> None:
         "reason": "tokens",
         "requested_at": "2026-11-02T09:00:00Z",
     }
+
+
+def test_plan_requests_what_emits_and_keeps_the_highest_held_back_crossing() -> None:
+    request = Outcome("request", base=0, tokens=2_001, messages=3, offset=2, reason="tokens")
+    guarded = Outcome("guarded", offset=5)
+    counted = [
+        (message(1, 5), Outcome("counted", offset=1)),
+        (message(2, 2_000), request),
+        (message(5, 1), guarded),
+        (message(4, 1), Outcome("guarded", offset=4)),
+        (message(3, 1, agent="other"), Outcome("guarded", offset=3)),
+    ]
+    decided = plan(counted, T0)
+    assert [(r.to_offset, r.reason, r.requested_at) for r in decided.requests] == [
+        (2, "tokens", "2026-11-02T09:00:00Z")
+    ]
+    assert decided.held_back == {
+        ThreadScope("test", "acme", "bot", "th-1"): 5,
+        ThreadScope("test", "acme", "other", "th-1"): 3,
+    }
+
+
+def test_plan_of_nothing_that_crossed_is_empty() -> None:
+    decided = plan([(message(0, 1), Outcome("counted", offset=0)), (message(1, 1), Outcome("exists"))], T0)
+    assert (decided.requests, decided.held_back) == ([], {})
+    assert plan([], T0).requests == []

@@ -26,7 +26,7 @@ from sinks.postgres.pool import create_pool
 from sinks.redis.thresholds import RedisThresholdStore
 from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
-from streams.events import encode_message
+from streams.codecs import journal_messages
 from streams.runtime import RuntimeOptions
 from streams.runtime.processor import InvalidMessage, Processor, Record
 from streams.topics import TopicRegistry, default_registry
@@ -111,7 +111,7 @@ async def append(
 
 
 def record(message: Message, offset: int = 0) -> Record:
-    event = encode_message(message)
+    event = journal_messages.encode(message)
     headers = tuple((k, v.encode() if isinstance(v, str) else v) for k, v in event.headers)
     return Record(SOURCE, 0, offset, event.key, event.value, headers, None)
 
@@ -297,7 +297,9 @@ def options(request: pytest.FixtureRequest) -> RuntimeOptions:
 
 def publish(settings: Settings, messages: Sequence[Message]) -> dict[int, int]:
     """Produce `messages` to journal.messages as the relay does (key, value and headers)."""
-    return produce(settings, SOURCE, [(e.key, e.value, e.headers) for e in map(encode_message, messages)])
+    return produce(
+        settings, SOURCE, [(e.key, e.value, e.headers) for e in map(journal_messages.encode, messages)]
+    )
 
 
 async def test_on_the_runtime_a_replay_group_does_not_request_again(

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from core.journal.models import Message, ToolCall
-from streams.events import encode_message
+from streams.codecs import journal_messages
 from streams.runtime.processor import Record
 
 T0 = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
@@ -38,7 +38,7 @@ def tool_result(thread: str, offset: int, call_id: str, result: str) -> Message:
 
 
 def record_of(msg: Message, offset: int, partition: int = 0) -> Record:
-    encoded = encode_message(msg)
+    encoded = journal_messages.encode(msg)
     return Record(
         topic=TOPIC,
         partition=partition,

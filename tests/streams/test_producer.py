@@ -19,6 +19,7 @@ from streams.admin import apply_topics
 from streams.producer import (
     BatchPublisher,
     DeliveryAborted,
+    DeliveryFailure,
     OutgoingRecord,
     ProduceRejected,
     RecordsNotConfirmed,
@@ -256,3 +257,15 @@ async def test_a_missing_topic_is_reported_with_the_failed_keys(tmp_path: Path, 
     assert [f.key for f in info.value.failures] == [b"a"]
     assert "were not delivered" in info.value.message
     publisher.close()
+
+
+def test_unconfirmed_records_tell_whether_their_topic_is_missing() -> None:
+    def failed(*codes: int) -> RecordsNotConfirmed:
+        return RecordsNotConfirmed(
+            "t", len(codes), [DeliveryFailure(KafkaError(code), b"k") for code in codes]
+        )
+
+    assert failed(KafkaError._MSG_TIMED_OUT, KafkaError.UNKNOWN_TOPIC_OR_PART).topic_missing
+    assert failed(KafkaError._UNKNOWN_PARTITION).topic_missing
+    assert failed(KafkaError._UNKNOWN_TOPIC).topic_missing
+    assert not failed(KafkaError._MSG_TIMED_OUT, KafkaError.NOT_LEADER_FOR_PARTITION).topic_missing

@@ -13,7 +13,7 @@ import yaml
 
 from core.config import Settings
 from core.journal.models import Message, NewMessage, ToolCall
-from streams.events import encode_message
+from streams.codecs import journal_messages
 from streams.topics import (
     DEFAULT_TOPICS_PATH,
     InvalidPayload,
@@ -107,7 +107,7 @@ def test_journal_max_message_bytes_fits_the_largest_journal_message() -> None:
         created_at=datetime.now(UTC),
         token_count=2**31,
     )
-    event = encode_message(message)
+    event = journal_messages.encode(message)
     record_size = len(event.value) + len(event.key) + sum(len(k) + len(v or b"") for k, v in event.headers)
     topic_limit = load_topics().get("journal.messages").max_message_bytes
     assert topic_limit is not None
@@ -180,7 +180,7 @@ def test_a_model_message_validates() -> None:
     )
     import json
 
-    payload = json.loads(encode_message(message).value)
+    payload = json.loads(journal_messages.encode(message).value)
     topics = load_topics()
     assert topics.validate("journal.messages", payload) is None  # type: ignore[func-returns-value]
     assert payload["tool_call"] == {"id": "c", "name": "f", "arguments": "{}", "result": None}

@@ -13,7 +13,7 @@ from confluent_kafka import Message as KafkaMessage
 
 from core.config import Settings
 from streams.admin import apply_topics
-from streams.events import decode_message
+from streams.codecs import journal_messages
 from streams.topics import load_topics
 
 
@@ -87,7 +87,7 @@ def journal_seqs(settings: Settings) -> Counter[int]:
                 assert error.code() == KafkaError._PARTITION_EOF, error
                 pending.discard(message.partition())
                 continue
-            seqs[decode_message(message.value()).seq] += 1
+            seqs[journal_messages.decode(message.value()).seq] += 1
     finally:
         consumer.close()
     return seqs

@@ -21,7 +21,8 @@ from memstream.embedded import services
 from memstream.embedded.process import free_port
 from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
-from streams.events import MESSAGE_ID_HEADER, decode_message, header
+from streams.codecs import journal_messages
+from streams.codecs.records import header
 from streams.relays.journal import Relay, RelayDeliveryError, RelayLag
 from streams.topics import load_topics
 from tests.fakes.outage import Outage
@@ -56,7 +57,7 @@ def consume(
 def by_thread(records: Sequence[KafkaMessage]) -> dict[str, list[Message]]:
     threads: dict[str, list[Message]] = defaultdict(list)
     for record in records:
-        message = decode_message(record.value())
+        message = journal_messages.decode(record.value())
         threads[message.thread_id].append(message)
     return threads
 
@@ -93,9 +94,9 @@ async def test_publishes_every_message_once_in_thread_order(
     records = consume(relay_settings, 60)
     assert len(records) == 60
     for record in records:
-        message = decode_message(record.value())
+        message = journal_messages.decode(record.value())
         assert record.key() == message.thread_id.encode()
-        assert header(record.headers(), MESSAGE_ID_HEADER) == message.message_id.encode()
+        assert header(record.headers(), journal_messages.MESSAGE_ID_HEADER) == message.message_id.encode()
         REGISTRY.validate("journal.messages", json.loads(record.value()))
     threads = by_thread(records)
     assert sorted(threads) == ["th-0", "th-1", "th-2", "th-3"]
@@ -119,7 +120,7 @@ async def test_a_new_relay_resumes_from_the_durable_cursor(
     await second.close()
 
     records = consume(relay_settings, 30)
-    assert sorted(decode_message(r.value()).seq for r in records) == list(range(1, 31))
+    assert sorted(journal_messages.decode(r.value()).seq for r in records) == list(range(1, 31))
 
 
 async def test_crash_before_the_cursor_is_stored_republishes_the_batch(
@@ -146,7 +147,7 @@ async def test_crash_before_the_cursor_is_stored_republishes_the_batch(
         await relay.close()
 
     records = consume(relay_settings, 30 + 12)
-    seqs = sorted(decode_message(r.value()).seq for r in records)
+    seqs = sorted(journal_messages.decode(r.value()).seq for r in records)
     assert seqs == sorted([*range(1, 31), *range(13, 25)])  # nothing lost, only 13..24 twice
     for thread_id, messages in by_thread(records).items():
         first_arrivals = list(dict.fromkeys(m.offset for m in messages))
@@ -167,7 +168,7 @@ async def test_rewind_republishes_everything(relay_settings: Settings, journal: 
     await relay.close()
 
     records = consume(relay_settings, 24)
-    seqs = sorted(decode_message(r.value()).seq for r in records)
+    seqs = sorted(journal_messages.decode(r.value()).seq for r in records)
     assert seqs == sorted([*range(1, 13), *range(1, 13)])
     for messages in by_thread(records).values():
         assert [m.offset for m in messages] == [*range(6), *range(6)]
@@ -188,7 +189,7 @@ async def test_run_publishes_appends_as_they_come_and_stops(
     await asyncio.wait_for(task, 5)
     assert relay.stats.failures == 0
     records = await asyncio.to_thread(consume, relay_settings, 60)
-    assert sorted(decode_message(r.value()).seq for r in records) == list(range(1, 61))
+    assert sorted(journal_messages.decode(r.value()).seq for r in records) == list(range(1, 61))
 
 
 # ---------------------------------------------------------------- failures
@@ -276,7 +277,7 @@ async def test_survives_an_embedded_broker_restart(
             await asyncio.wait_for(task, 5)
         assert any("rewound from seq 15 to 0" in r.getMessage() for r in caplog.records), caplog.text
         records = await asyncio.to_thread(consume, settings, 30)
-        assert sorted(decode_message(r.value()).seq for r in records) == list(range(1, 31))
+        assert sorted(journal_messages.decode(r.value()).seq for r in records) == list(range(1, 31))
         for messages in by_thread(records).values():
             assert [m.offset for m in messages] == list(range(10))
     finally:

@@ -19,7 +19,7 @@ from core.sequencing import PartitionBounds, Stamp, partition_for
 from sinks.postgres.progress import PostgresProgress
 from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
-from streams.events import decode_message
+from streams.codecs import journal_messages
 from streams.relays.journal import Relay
 from streams.sequencing import stamp_of
 from streams.topics import load_topics
@@ -54,7 +54,7 @@ def stamps(records: list[KafkaMessage]) -> list[tuple[int, Stamp]]:
     for record in records:
         stamp = stamp_of(record.headers())
         assert stamp is not None
-        message = decode_message(record.value())
+        message = journal_messages.decode(record.value())
         assert stamp.seq == message.seq and stamp.partitions == PARTITIONS
         assert record.partition() == partition_for(message.thread_id.encode(), PARTITIONS)
         out.append((record.partition(), stamp))
@@ -179,6 +179,6 @@ async def test_interrupt_frees_a_round_stuck_on_a_recreated_topic(
             await relay.close()
         assert stuck  # without the interrupt, nothing moved
         assert sorted(
-            decode_message(r.value()).seq
+            journal_messages.decode(r.value()).seq
             for r in consume_from_start(settings, "journal.messages", 12, quiet_s=0.7)
         ) == list(range(13, 25))

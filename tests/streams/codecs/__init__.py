@@ -1,0 +1,1 @@
+"""Tests of streams/codecs: one module per topic codec."""
