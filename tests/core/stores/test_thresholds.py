@@ -7,6 +7,7 @@ only Redis does (key layout, a hash from before offsets were kept) is in
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 from core.stores.thresholds import Outcome, ThreadScope, ThresholdStore
 from processors.thresholds import Counters, advance
+from sinks.redis.client import redis_client
 from sinks.redis.thresholds import RedisThresholdStore
 from tests.fakes.thresholds import InMemoryThresholdStore
 from tests.processors.threshold_support import threshold_store, wipe
@@ -203,6 +205,38 @@ async def test_the_guard_is_held_for_a_crossing_and_released_up_to_it(store: Sto
     assert await store.hold_guard(T, 20)
     assert await store.release_guard(T)
     assert not await store.release_guard(T, up_to=30)
+
+
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.engine)])
+async def short_lease(request: pytest.FixtureRequest) -> AsyncIterator[Store]:
+    """A store whose guard lease lasts 0.1 s (limits 100 tokens / 3 messages)."""
+    if request.param == "memory":
+        yield InMemoryThresholdStore(token_limit=100, message_limit=3, guard_ttl_s=0.1)
+        return
+    client = redis_client(request.getfixturevalue("redis_url"))
+    redis = RedisThresholdStore(
+        client, token_limit=100, message_limit=3, namespace=f"t{uuid.uuid4().hex[:12]}", guard_ttl_s=0.1
+    )
+    try:
+        yield redis
+    finally:
+        await wipe(redis)
+        await client.aclose()
+
+
+async def test_a_guard_whose_summarizer_died_frees_the_thread_when_its_lease_runs_out(
+    short_lease: Store,
+) -> None:
+    assert await counted(short_lease, range(3)) == ["counted", "counted", "request"]
+    assert (await short_lease.count(T, 3, 1)).kind == "guarded"
+    assert (await short_lease.count(T, 2, 1)).kind == "resend"  # undelivered, guard still held
+    await asyncio.sleep(0.15)
+    assert (await short_lease.count(T, 2, 1)).kind == "duplicate"  # the guard is gone: no resend
+    again = await short_lease.count(T, 4, 1)
+    assert (again.kind, again.messages, again.offset) == ("request", 5, 4)
+    assert not await short_lease.release_guard(T, up_to=3)
+    await asyncio.sleep(0.15)
+    assert await short_lease.hold_guard(T, 9)
 
 
 # ---------------------------------------------------------------- the pure rule and its Lua copy
