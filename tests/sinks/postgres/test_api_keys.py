@@ -1,37 +1,35 @@
+"""The api_keys table on the real embedded Postgres: what only Postgres does (its constraints and
+the driver's errors). The store's contract is in `tests/core/stores/test_api_keys.py`."""
+
 from __future__ import annotations
 
-import hashlib
-
 import asyncpg
+import pytest
 
 from sinks.postgres.api_keys import PostgresApiKeys
+from tests.core.stores.test_api_keys import key_hash
 
 
-def _hash(text: str) -> bytes:
-    return hashlib.sha256(text.encode()).digest()
-
-
-async def test_insert_find_list_revoke(pool: asyncpg.Pool) -> None:
+async def test_a_key_id_or_hash_is_stored_once_and_the_surface_is_checked(pool: asyncpg.Pool) -> None:
     keys = PostgresApiKeys(pool)
-    record = await keys.insert(
-        key_id="key_1",
-        environment="test",
-        account_id="acme",
-        key_hash=_hash("k1"),
-        prefix="msk_abc",
-        label="ci",
+    await keys.insert(
+        key_id="key_1", environment="test", account_id="acme", key_hash=key_hash("k1"), prefix="p", label=""
     )
-    assert (record.account_id, record.label, record.revoked) == ("acme", "ci", False)
-    assert await keys.find_by_hash(_hash("k1"), environment="test") == record
-    assert await keys.find_by_hash(_hash("k1"), environment="prod") is None
-    assert await keys.find_by_hash(_hash("k2"), environment="test") is None
-    assert [r.key_id for r in await keys.list(environment="test", account_id="acme")] == ["key_1"]
-    assert await keys.list(environment="test", account_id="globex") == []
-
-    assert not await keys.revoke(environment="test", account_id="globex", key_id="key_1")
-    assert await keys.revoke(environment="test", account_id="acme", key_id="key_1")
-    revoked = await keys.find_by_hash(_hash("k1"), environment="test")
-    assert revoked is not None and revoked.revoked
-    assert await keys.revoke(environment="test", account_id="acme", key_id="key_1")  # idempotent
-    again = await keys.find_by_hash(_hash("k1"), environment="test")
-    assert again is not None and again.revoked_at == revoked.revoked_at
+    with pytest.raises(asyncpg.UniqueViolationError):
+        await keys.insert(
+            key_id="key_1", environment="prod", account_id="a", key_hash=key_hash("k2"), prefix="p", label=""
+        )
+    with pytest.raises(asyncpg.UniqueViolationError):
+        await keys.insert(
+            key_id="key_2", environment="prod", account_id="a", key_hash=key_hash("k1"), prefix="p", label=""
+        )
+    with pytest.raises(asyncpg.CheckViolationError):
+        await keys.insert(
+            key_id="key_3",
+            environment="test",
+            account_id="acme",
+            key_hash=key_hash("k3"),
+            prefix="p",
+            label="",
+            surface="browser",
+        )
