@@ -42,7 +42,6 @@ from core.embeddings.base import Embedder, SparseEncoder
 from core.memory.models import EntryEvent, MemoryEntry
 from core.stores.outbox import AppliedOutbox
 from core.stores.vectors import CollectionRef, IndexPoint, VectorIndex
-from sinks.embeddings.bm25 import Bm25Sparse
 from streams.codecs import memory_entries
 from streams.relays.memory_entries import outbox_seqs
 from streams.runtime.processor import Processor, Record, decoding
@@ -148,7 +147,7 @@ class QdrantProjection(Processor):
         self,
         index: VectorIndex,
         embedder: Embedder,
-        sparse: SparseEncoder | None = None,
+        sparse: SparseEncoder,
         *,
         name: str = NAME,
         clock: Clock = utc_now,
@@ -158,7 +157,7 @@ class QdrantProjection(Processor):
         self.name = name
         self.source_topics = (SOURCE_TOPIC,)
         self.embedder = embedder
-        self.sink = ProjectionSink(index, embedder, sparse if sparse is not None else Bm25Sparse())
+        self.sink = ProjectionSink(index, embedder, sparse)
         self.clock = clock
         self.close_index = close_index
         self.applied = applied

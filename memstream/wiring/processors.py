@@ -70,6 +70,7 @@ def build_qdrant_projection(settings: Settings, engines: Engines | None = None) 
     shared and the caller closes them; without, the processor opens its own and closes them. It
     notes applied outbox records on the node's pool, or on its own pool to `settings.postgres`."""
     from processors.qdrant_projection import QdrantProjection
+    from sinks.embeddings.bm25 import Bm25Sparse
     from sinks.embeddings.factory import build_embedder
     from sinks.postgres.outbox import PostgresAppliedOutbox
     from sinks.qdrant.factory import build_index
@@ -86,6 +87,7 @@ def build_qdrant_projection(settings: Settings, engines: Engines | None = None) 
     return QdrantProjection(
         build_index(settings),
         build_embedder(settings.embedding_model),
+        Bm25Sparse(),
         applied=PostgresAppliedOutbox(dsn=settings.postgres),
     )
 

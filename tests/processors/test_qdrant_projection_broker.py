@@ -96,7 +96,7 @@ async def test_projection_and_rebuild_by_replay(
 
     index = QdrantEdgeIndex(tmp_path / "live")
     try:
-        projection = QdrantProjection(index, embedder, close_index=False)
+        projection = QdrantProjection(index, embedder, Bm25Sparse(), close_index=False)
         await run_until_caught_up(settings_, options, registry, projection, TOPIC, ends)
         points = await index.points(acme)
         assert points == {e.entry_id: {**entry_payload(e), "entry_id": e.entry_id} for e in expected}
@@ -119,7 +119,7 @@ async def test_projection_and_rebuild_by_replay(
     rebuilt = QdrantEdgeIndex(tmp_path / "rebuilt")
     live = QdrantEdgeIndex(tmp_path / "live")
     try:
-        replay = QdrantProjection(rebuilt, embedder, name=REPLAY, close_index=False)
+        replay = QdrantProjection(rebuilt, embedder, Bm25Sparse(), name=REPLAY, close_index=False)
         await run_until_caught_up(settings_, options, registry, replay, TOPIC, ends)
         for ref in (acme, globex_ref):
             assert await rebuilt.points(ref) == await live.points(ref)
