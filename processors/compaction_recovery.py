@@ -109,7 +109,7 @@ class CompactionRecovery:
     def topics_lost(self, why: str = "are not the topics the open requests were produced on") -> None:
         """The compaction topics lost what was produced to them (`why`, for the log): every open
         request is requested again at once. Called by `topics_applied`, and by the node's topic
-        check (`streams.topic_sync.CompactionTopicGuard`), which sees a topic that is new however
+        check (`streams.topic_guards.CompactionTopicGuard`), which sees a topic that is new however
         it came back."""
         log.warning("the compaction topics %s: requesting every open compaction again", why)
         self._everything = True

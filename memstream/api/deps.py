@@ -32,7 +32,7 @@ from core.transcripts.tools import JournalTools
 from core.turn_context import ContextReader
 from sinks.objectstore.health import ObjectStoreProbe
 from sinks.redis.summary_cache import RedisSummaryCache
-from streams.runtime.supervisor import ProcessorStatus
+from streams.runtime.status import ProcessorStatus
 
 
 class ProcessorStatuses(Protocol):

@@ -5,7 +5,7 @@ with what is wrong, and the details of every processor."""
 from __future__ import annotations
 
 from memstream.api.schemas import CheckResult, ProcessorHealth
-from streams.runtime.supervisor import ProcessorStatus
+from streams.runtime.status import ProcessorStatus
 
 
 def processors_check(statuses: list[ProcessorStatus]) -> tuple[CheckResult, dict[str, ProcessorHealth]]:

@@ -31,7 +31,8 @@ from memstream.ops.progress import Progress, ProgressCallback, no_progress
 from memstream.ops.replay import GroupActive, GroupOffsets, ReplayPlan
 from memstream.ops.replay_from import ReplayFrom
 from streams.runtime.errors import ProcessorCrashed, UnknownProcessor
-from streams.runtime.supervisor import ProcessorStatus, ProcessorSupervisor
+from streams.runtime.status import ProcessorStatus
+from streams.runtime.supervisor import ProcessorSupervisor
 
 
 class ResumeFailed(MemstreamError):

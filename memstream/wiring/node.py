@@ -47,13 +47,8 @@ from streams.relays.journal import JOURNAL_TOPIC, Relay
 from streams.relays.memory_entries import EntriesOutboxRelay
 from streams.runtime.processor import group_id
 from streams.runtime.supervisor import ProcessorSupervisor
-from streams.topic_sync import (
-    EntriesTopicGuard,
-    JournalTopicGuard,
-    TopicSync,
-    compaction_guards,
-    in_admin_thread,
-)
+from streams.topic_guards import EntriesTopicGuard, JournalTopicGuard, compaction_guards
+from streams.topic_sync import TopicSync, in_admin_thread
 from streams.topics import load_topics
 
 log = logging.getLogger("memstream.node")

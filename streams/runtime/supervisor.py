@@ -40,8 +40,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Literal
 
 from core.config import Settings
 from core.errors import error_chain as chain
@@ -52,52 +50,10 @@ from streams.runtime.errors import ProcessorCannotRun, ProcessorCrashed, Unknown
 from streams.runtime.leave_group import leave_group, member_of
 from streams.runtime.options import RuntimeOptions
 from streams.runtime.processor import Processor, group_id
+from streams.runtime.status import ProcessorStatus, State
 from streams.topics import TopicRegistry
 
 log = logging.getLogger("memstream.runtime")
-
-State = Literal["starting", "running", "paused", "crashed", "failed", "stopped"]
-
-
-@dataclass(frozen=True)
-class ProcessorStatus:
-    name: str
-    group_id: str
-    source_topics: tuple[str, ...]  # broker-side names
-    declared_topics: tuple[str, ...]  # as declared in topics.yaml
-    state: State
-    error: str | None = None
-    """The last crash (or failed start), kept after a successful restart; None if it never crashed."""
-    restarts: int = 0
-    """Restarts after crashes so far."""
-    restart_in_s: float | None = None
-    """Crashed: seconds until the next restart attempt."""
-    restarting: bool = False
-    """Starting again after a crash."""
-    outage: str | None = None
-    """Running, but its batch waits for an unavailable store or broker: the last error."""
-    outage_s: float | None = None
-    """How long it has been waiting for it."""
-
-    @property
-    def degraded(self) -> bool:
-        """Not doing its work right now: crashed, failed, restarting or waiting out an outage."""
-        return self.state in ("crashed", "failed") or self.restarting or self.outage is not None
-
-    @property
-    def problem(self) -> str | None:
-        """What is wrong, in one line (None when not degraded)."""
-        if self.state == "failed":
-            return f"{self.name} cannot run and is not restarted: {self.error}"
-        if self.state == "crashed":
-            due = f" in {self.restart_in_s:.0f}s" if self.restart_in_s is not None else ""
-            return f"{self.name} crashed and restarts{due} (restarts so far: {self.restarts}): {self.error}"
-        if self.restarting:
-            return f"{self.name} is restarting after a crash: {self.error}"
-        if self.outage is not None:
-            waited = self.outage_s or 0.0
-            return f"{self.name} has been waiting {waited:.0f}s for an unavailable store: {self.outage}"
-        return None
 
 
 class _Slot:

@@ -179,7 +179,7 @@ async def test_when_the_topics_are_new_every_open_request_is_requested_again_at_
 async def test_when_the_topic_check_finds_new_compaction_topics_every_open_request_is_requested_again(
     rig: Rig,
 ) -> None:
-    """The node's topic check (`streams.topic_sync.CompactionTopicGuard`) saw another incarnation
+    """The node's topic check (`streams.topic_guards.CompactionTopicGuard`) saw another incarnation
     of a compaction topic: whoever declared it again, the open request is produced again at once."""
     await crossed(rig)
     recovery = rig.recovery(interval_s=3600.0)  # only the start and the wake-up sweep

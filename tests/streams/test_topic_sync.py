@@ -43,7 +43,8 @@ from streams.runtime import RuntimeOptions
 from streams.runtime.app import ProcessorRuntime
 from streams.runtime.processor import group_id
 from streams.sequencing import stamp_of
-from streams.topic_sync import EntriesTopicGuard, JournalTopicGuard, TopicSync, compaction_guards
+from streams.topic_guards import EntriesTopicGuard, JournalTopicGuard, compaction_guards
+from streams.topic_sync import TopicSync
 from streams.topics import load_topics
 from tests.core.memory.helpers import FakeClock, scope
 from tests.memstream.own_broker import OwnBroker, own_broker

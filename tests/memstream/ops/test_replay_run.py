@@ -12,7 +12,8 @@ from memstream.ops.replay import BrokerOpFailed, GroupOffsets, PartitionTarget, 
 from memstream.ops.replay_from import Earliest, ReplayFrom
 from memstream.ops.replay_run import ResumeFailed, run_replay
 from streams.runtime.errors import ProcessorCrashed
-from streams.runtime.supervisor import ProcessorStatus, ProcessorSupervisor
+from streams.runtime.status import ProcessorStatus
+from streams.runtime.supervisor import ProcessorSupervisor
 
 GROUP = "p.memstream.alpha"
 

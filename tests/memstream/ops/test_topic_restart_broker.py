@@ -26,7 +26,8 @@ from streams.admin import apply_topics
 from streams.runtime.options import RuntimeOptions
 from streams.runtime.processor import group_id
 from streams.runtime.supervisor import ProcessorSupervisor
-from streams.topic_sync import TopicGuard, TopicSync
+from streams.topic_guards import TopicGuard
+from streams.topic_sync import TopicSync
 from streams.topics import TopicRegistry, default_registry
 from tests.memstream.own_broker import OwnBroker, own_broker
 from tests.streams.runtime.support import (
