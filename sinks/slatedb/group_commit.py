@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from slatedb.uniffi import Db, WriteBatch
 
 from core.errors import Conflict, JournalUnavailable, MemstreamError
+from core.journal.append_rules import check_retry
 from core.journal.models import Message, NewMessage, ThreadRef
 from sinks.slatedb import keys
 from sinks.slatedb.binding import ALL, DURABLE_DESC, LATEST_DESC
@@ -310,29 +311,7 @@ class GroupCommit:
             if value is None:
                 raise JournalUnavailable(f"journal at {self._url}: index {id_key!r} points to a missing row")
             stored = keys.parse_row(self._url, row_key, value)
-        if stored.thread_id != thread.thread_id:
-            # Another thread's message (maybe another agent's or user's): say nothing about it
-            # beyond the unavoidable (the id is taken), so that a conflict cannot confirm its text.
-            raise Conflict(
-                f"message_id {item.message_id!r} is already used by a message of another thread in "
-                "this account (message ids are unique per account); use a new message_id"
-            )
-        differing = [
-            name
-            for name, ours, theirs in (
-                ("role", item.new.role, stored.role),
-                ("content", item.new.content, stored.content),
-                ("reasoning", item.new.reasoning, stored.reasoning),
-                ("tool_call", item.new.tool_call, stored.tool_call),
-            )
-            if ours != theirs
-        ]
-        if differing:
-            raise Conflict(
-                f"message_id {item.message_id!r} already exists in this thread with a different "
-                f"{', '.join(differing)}; use a new message_id for a new message"
-            )
-        return stored
+        return check_retry(item.new, stored, thread.thread_id)
 
     async def _next_offset(self, prefix: bytes) -> int:
         cached = self._next_offsets.get(prefix)

@@ -23,12 +23,12 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 
-from pydantic_core import PydanticSerializationError
 from slatedb.uniffi import CloseReason, Db, DbBuilder, KeyRange, Settings
 from slatedb.uniffi import Error as SlateError
 
 from core.config import S3Settings
 from core.errors import InvalidInput, JournalFenced, JournalUnavailable, MemstreamError
+from core.journal.append_rules import check_messages
 from core.journal.models import Message, NewMessage, ThreadRef
 from core.journal.tokens import count_tokens, message_text_size, message_token_count
 from sinks.slatedb import keys
@@ -36,7 +36,6 @@ from sinks.slatedb.binding import ALL, DURABLE_ASC, DURABLE_DESC, READ, is_fence
 from sinks.slatedb.group_commit import GroupCommit, Item, JournalStats
 from sinks.slatedb.objectstore import build_object_store
 
-MAX_MESSAGES_PER_APPEND = 1000
 OFFLOAD_TOKENIZE_CHARS = 256_000
 """Above this many characters in one append, token counting runs in a worker thread."""
 STATUS_POLL_INTERVAL_S = 0.02
@@ -164,34 +163,7 @@ class SlateJournal:
         keys.check_key_part(agent_id, "agent_id")
         if user_id is not None:
             keys.check_key_part(user_id, "user_id")
-        if len(messages) > MAX_MESSAGES_PER_APPEND:
-            raise InvalidInput(
-                f"at most {MAX_MESSAGES_PER_APPEND} messages per append, got {len(messages)}",
-                field="messages",
-            )
-        seen: set[str] = set()
-        for i, message in enumerate(messages):
-            if not isinstance(message, NewMessage):
-                raise InvalidInput(f"messages[{i}] is not a NewMessage", field=f"messages[{i}]")
-            if message.message_id is not None:
-                if message.message_id in seen:
-                    raise InvalidInput(
-                        f"message_id {message.message_id!r} appears more than once in this append",
-                        field=f"messages[{i}].message_id",
-                    )
-                seen.add(message.message_id)
-            try:
-                size = len(message.model_dump_json().encode("utf-8"))
-            except PydanticSerializationError:
-                raise InvalidInput(
-                    f"messages[{i}] contains text that is not valid Unicode (a lone surrogate)",
-                    field=f"messages[{i}]",
-                ) from None
-            if size > self._max_message_bytes:
-                raise InvalidInput(
-                    f"messages[{i}] is {size} bytes encoded; the limit is {self._max_message_bytes} bytes",
-                    field=f"messages[{i}]",
-                )
+        check_messages(messages, self._max_message_bytes)
         if sum(message_text_size(m) for m in messages) > OFFLOAD_TOKENIZE_CHARS:
             counts = await asyncio.to_thread(lambda: [message_token_count(m) for m in messages])
         else:

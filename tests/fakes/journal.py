@@ -18,12 +18,12 @@ import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
-from core.errors import Conflict, InvalidInput, JournalFenced, JournalUnavailable
+from core.errors import InvalidInput, JournalFenced, JournalUnavailable
 from core.ids import ENVIRONMENT, ID
+from core.journal.append_rules import check_messages, check_retry
 from core.journal.models import Message, NewMessage, ThreadRef
 from core.journal.tokens import message_token_count
 
-MAX_MESSAGES_PER_APPEND = 1000
 MAX_NUMBER = (1 << 64) - 1
 
 ThreadKey = tuple[str, str, str]
@@ -68,32 +68,7 @@ class InMemoryJournal:
         ID.require(agent_id, "agent_id")
         if user_id is not None:
             ID.require(user_id, "user_id")
-        if len(messages) > MAX_MESSAGES_PER_APPEND:
-            raise InvalidInput(
-                f"at most {MAX_MESSAGES_PER_APPEND} messages per append, got {len(messages)}",
-                field="messages",
-            )
-        seen: set[str] = set()
-        for i, message in enumerate(messages):
-            if message.message_id is not None:
-                if message.message_id in seen:
-                    raise InvalidInput(
-                        f"message_id {message.message_id!r} appears more than once in this append",
-                        field=f"messages[{i}].message_id",
-                    )
-                seen.add(message.message_id)
-            try:
-                size = len(message.model_dump_json().encode("utf-8"))
-            except ValueError:
-                raise InvalidInput(
-                    f"messages[{i}] contains text that is not valid Unicode (a lone surrogate)",
-                    field=f"messages[{i}]",
-                ) from None
-            if size > self.max_message_bytes:
-                raise InvalidInput(
-                    f"messages[{i}] is {size} bytes encoded; the limit is {self.max_message_bytes} bytes",
-                    field=f"messages[{i}]",
-                )
+        check_messages(messages, self.max_message_bytes)
 
     def _stored(self, thread: ThreadRef, new: NewMessage) -> Message | None:
         if new.message_id is None:
@@ -101,27 +76,7 @@ class InMemoryJournal:
         stored = self._ids.get((thread.environment, thread.account_id, new.message_id))
         if stored is None:
             return None
-        if stored.thread_id != thread.thread_id:
-            raise Conflict(
-                f"message_id {new.message_id!r} is already used by a message of another thread in "
-                "this account (message ids are unique per account); use a new message_id"
-            )
-        differing = [
-            name
-            for name, ours, theirs in (
-                ("role", new.role, stored.role),
-                ("content", new.content, stored.content),
-                ("reasoning", new.reasoning, stored.reasoning),
-                ("tool_call", new.tool_call, stored.tool_call),
-            )
-            if ours != theirs
-        ]
-        if differing:
-            raise Conflict(
-                f"message_id {new.message_id!r} already exists in this thread with a different "
-                f"{', '.join(differing)}; use a new message_id for a new message"
-            )
-        return stored
+        return check_retry(new, stored, thread.thread_id)
 
     async def append(
         self, thread: ThreadRef, agent_id: str, user_id: str | None, messages: Sequence[NewMessage]
