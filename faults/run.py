@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from faults import checks
+from faults import checks, compaction_checks
 from faults.checks import CheckResult, Window
 from faults.ledger import Conversation, Ledger
 from faults.load import Load, Target, conversations
@@ -123,25 +123,28 @@ def standard_checks(
 def compaction_check(
     subject: Subject, journal: dict[str, list[checks.JournalRow]], settle_s: float
 ) -> CheckResult:
-    """Wait up to `settle_s` for every compaction to finish, then judge (`checks.check_compaction`)."""
+    """Wait up to `settle_s` for every compaction to finish, then judge
+    (`compaction_checks.check_compaction`)."""
     convs = subject.conversations()
     deadline = time.monotonic() + settle_s
     while True:
-        summaries = checks.read_summaries(subject.objects, subject.environment, subject.account, convs)
-        stranded = checks.stranded_threads(journal, summaries)
-        guards = checks.read_guards(
+        summaries = compaction_checks.read_summaries(
+            subject.objects, subject.environment, subject.account, convs
+        )
+        stranded = compaction_checks.stranded_threads(journal, summaries)
+        guards = compaction_checks.read_guards(
             subject.redis_url, subject.thresholds_namespace, subject.environment, subject.account, convs
         )
         if (not stranded and not guards) or time.monotonic() >= deadline:
             break
         time.sleep(1.0)
-    backwards = checks.versions_backwards(subject.summary_versions, summaries)
+    backwards = compaction_checks.versions_backwards(subject.summary_versions, summaries)
     for thread_id, summary in summaries.items():
         if summary is not None:
             subject.summary_versions[thread_id] = max(
                 subject.summary_versions.get(thread_id, 0), summary.version
             )
-    return checks.check_compaction(summaries, stranded, guards, backwards, settle_s)
+    return compaction_checks.check_compaction(summaries, stranded, guards, backwards, settle_s)
 
 
 def wait_for(

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 from faults.checks import (
     JournalRow,
-    SummaryInfo,
     Window,
     check_journal,
     check_projection,
     check_rejections,
     check_server_errors,
-    over_threshold,
     same_message,
-    stranded_threads,
-    versions_backwards,
 )
+from faults.compaction_checks import SummaryInfo, over_threshold, stranded_threads, versions_backwards
 from faults.ledger import Conversation, Ledger, ServerError
 
 
