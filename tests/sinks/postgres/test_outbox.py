@@ -1,4 +1,6 @@
-"""The agent-memory outbox in Postgres: claims, the published/applied rows, republishing, LISTEN."""
+"""The agent-memory outbox in Postgres: what only its tables, advisory lock and LISTEN connection
+do. The interface (claims, published/applied rows, republishing, notifications) is asserted of every
+store in `tests/core/stores/test_outbox.py`."""
 
 from __future__ import annotations
 
@@ -7,8 +9,7 @@ import asyncio
 import asyncpg
 import pytest
 
-from core.stores.outbox import OutboxRow
-from sinks.postgres.outbox import PostgresAppliedOutbox, PostgresEntriesOutbox
+from sinks.postgres.outbox import RELAY_LOCK_KEY, PostgresAppliedOutbox, PostgresEntriesOutbox
 
 
 async def _write(pool: asyncpg.Pool, *keys: str) -> None:
@@ -20,67 +21,53 @@ async def _seqs(pool: asyncpg.Pool, table: str) -> list[int]:
     return [row["seq"] for row in await pool.fetch(f"SELECT seq FROM {table} ORDER BY seq")]
 
 
-async def test_a_published_claim_moves_its_rows_and_forgets_what_was_applied(pool: asyncpg.Pool) -> None:
+def _in_use(pool: asyncpg.Pool) -> int:
+    return int(pool.get_size() - pool.get_idle_size())
+
+
+async def test_published_rows_and_applied_notes_live_in_their_tables(pool: asyncpg.Pool) -> None:
     outbox = PostgresEntriesOutbox(pool)
     await _write(pool, "a", "b", "c")
-    assert await outbox.pending() == 3
     async with outbox.claim(2) as batch:
         assert batch is not None
-        assert [row.record_key for row in batch.rows] == ["a", "b"]
-        assert batch.rows[0] == OutboxRow(batch.rows[0].seq, "a", {"key": "a"})
         await batch.published()
     seqs = await _seqs(pool, "memory_outbox_published")
-    assert len(seqs) == 2 and await outbox.pending() == 1
-    await PostgresAppliedOutbox(pool).record(seqs[:1])
+    assert len(seqs) == 2 and len(await _seqs(pool, "memory_outbox")) == 1
+    await PostgresAppliedOutbox(pool).record([seqs[0], 999_999])
     async with outbox.claim(10) as batch:
         assert batch is not None
         last = [row.seq for row in batch.rows]
         await batch.published()
-    assert len(last) == 1 and await outbox.pending() == 0
     assert await _seqs(pool, "memory_outbox_published") == [seqs[1], *last]  # the applied one forgotten
-    assert await _seqs(pool, "memory_outbox_applied") == []
+    assert await _seqs(pool, "memory_outbox_applied") == [999_999]  # kept until its row arrives
 
 
-async def test_a_claim_that_fails_keeps_its_rows(pool: asyncpg.Pool) -> None:
+async def test_the_claim_is_an_advisory_lock_across_connections(pool: asyncpg.Pool) -> None:
     outbox = PostgresEntriesOutbox(pool)
     await _write(pool, "a")
-    with pytest.raises(RuntimeError):
+    async with pool.acquire() as other, other.transaction():
+        assert await other.fetchval("SELECT pg_try_advisory_xact_lock($1)", RELAY_LOCK_KEY)
         async with outbox.claim(10) as batch:
-            assert batch is not None
-            await batch.published()
-            raise RuntimeError("the broker did not confirm")
-    assert await outbox.pending() == 1
-    assert await _seqs(pool, "memory_outbox_published") == []
-
-
-async def test_one_claim_at_a_time_and_republish_waits_for_it(pool: asyncpg.Pool) -> None:
-    outbox = PostgresEntriesOutbox(pool)
-    await _write(pool, "a", "b")
-    async with outbox.claim(1) as batch:
-        assert batch is not None
-        async with outbox.claim(1) as other:
-            assert other is None  # another relay holds the claim
+            assert batch is None  # another relay (another node) holds it
         republish = asyncio.create_task(outbox.republish_unapplied())
         await asyncio.sleep(0.2)
         assert not republish.done()
-        await batch.published()
-    assert await republish == 1  # the row just published goes back, before the newer one
-    keys = await pool.fetch("SELECT record_key FROM memory_outbox ORDER BY seq")
-    assert [row["record_key"] for row in keys] == ["a", "b"]
-    assert await _seqs(pool, "memory_outbox_published") == []
+    assert await republish == 0
 
 
-async def test_listen_is_notified_when_outbox_rows_commit(pool: asyncpg.Pool) -> None:
+async def test_a_listener_holds_a_pool_connection_until_closed(pool: asyncpg.Pool) -> None:
     outbox = PostgresEntriesOutbox(pool)
     woken = asyncio.Event()
     listener = await outbox.listen(woken.set)
     try:
-        assert listener.usable()
-        await _write(pool, "a")
+        assert _in_use(pool) == 1
+        await pool.execute("NOTIFY memstream_memory_outbox")  # any NOTIFY on the channel wakes it
         await asyncio.wait_for(woken.wait(), 5)
     finally:
         await listener.close()
+    await listener.close()  # never raises
     assert not listener.usable()
+    assert _in_use(pool) == 0  # given back
 
 
 async def test_applied_outbox_on_its_own_pool(pg_dsn: str, pool: asyncpg.Pool) -> None:

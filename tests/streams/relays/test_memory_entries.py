@@ -1,4 +1,5 @@
-"""The entries outbox relay against real Postgres and real brokers (Tansu; Apache Kafka with --kafka)."""
+"""The entries outbox relay against real Postgres and real brokers (Tansu; Apache Kafka with --kafka),
+and its own logic on the in-memory outbox (`tests.fakes.outbox`)."""
 
 from __future__ import annotations
 
@@ -18,12 +19,13 @@ from core.memory.models import EntryEvent, entry_key
 from core.memory.service import MemoryService
 from sinks.postgres.memory import PostgresMemoryStore
 from sinks.postgres.migrations import migrate
-from sinks.postgres.outbox import RELAY_LOCK_KEY, PostgresAppliedOutbox, PostgresEntriesOutbox
+from sinks.postgres.outbox import PostgresAppliedOutbox, PostgresEntriesOutbox
 from sinks.postgres.pool import create_pool
 from streams.admin import apply_topics
 from streams.relays.memory_entries import EntriesOutboxRelay, outbox_seqs
 from streams.topics import load_topics
 from tests.core.memory.helpers import FakeClock, outbox, scope
+from tests.fakes.outbox import InMemoryAppliedOutbox, InMemoryEntriesOutbox
 from tests.memstream.own_broker import own_broker
 from tests.private_postgres import private_postgres
 from tests.streams.relays.support import consume_from_start, relay_settings_on
@@ -159,19 +161,59 @@ async def test_crash_before_delete_republishes(
     assert by_key(consume(relay_settings, 6)) == {key: [1, 2, None, 1, 2, None]}  # the last is the latest
 
 
-async def test_only_one_relay_publishes_at_a_time(
-    service: MemoryService, pool: asyncpg.Pool, relay_settings: Settings
-) -> None:
-    await service.store(scope(), "a", "v1", "project_fact", scope_visibility="shared")
-    relay = EntriesOutboxRelay(PostgresEntriesOutbox(pool), relay_settings)
+async def test_a_round_does_nothing_while_another_relay_holds_the_claim(base_settings: Settings) -> None:
+    """On the in-memory outbox (no broker is reached: nothing is produced); the claim across
+    Postgres connections is `tests/sinks/postgres/test_outbox.py`."""
+    outbox = InMemoryEntriesOutbox()
+    await outbox.write([("k", {"v": 1})])
+    relay = EntriesOutboxRelay(outbox, base_settings)
     try:
-        async with pool.acquire() as other, other.transaction():
-            assert await other.fetchval("SELECT pg_try_advisory_xact_lock($1)", RELAY_LOCK_KEY)
+        async with outbox.claim(10) as other:
+            assert other is not None
             assert await relay.run_once() == 0
-            assert len(await outbox(pool)) == 1
-        assert await relay.run_once() == 1
+            assert await relay.drain() == 0
+        assert await relay.pending() == 1
     finally:
         await relay.close()
+
+
+async def test_an_idle_round_forgets_the_applied_rows(base_settings: Settings) -> None:
+    outbox = InMemoryEntriesOutbox()
+    seqs = await outbox.write([("a", {"v": 1}), ("b", {"v": 1})])
+    async with outbox.claim(10) as batch:  # as if a relay published them
+        assert batch is not None
+        await batch.published()
+    await InMemoryAppliedOutbox(outbox).record(seqs[:1])
+    relay = EntriesOutboxRelay(outbox, base_settings)
+    try:
+        assert await relay.run_once() == 0
+        assert list(outbox.published) == seqs[1:] and outbox.applied == set()
+        assert await relay.republish_unapplied() == 1
+        assert await relay.pending() == 1
+    finally:
+        await relay.close()
+
+
+async def test_run_listens_again_when_its_subscription_is_lost(base_settings: Settings) -> None:
+    outbox = InMemoryEntriesOutbox()
+    relay = EntriesOutboxRelay(outbox, base_settings, poll_interval=0.1)
+    stop = asyncio.Event()
+    task = asyncio.create_task(relay.run(stop))
+    try:
+        assert await eventually(lambda: _listening(outbox), 5)
+        first = outbox.listeners[0]
+        await first.close()  # as if its connection went away
+        assert await eventually(lambda: _listening(outbox), 5)  # by the next poll
+        assert outbox.listeners[-1] is not first
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+        await relay.close()
+    assert not any(listener.usable() for listener in outbox.listeners)  # closed when it stops
+
+
+async def _listening(outbox: InMemoryEntriesOutbox) -> bool:
+    return any(listener.usable() for listener in outbox.listeners)
 
 
 async def test_run_is_woken_by_notify(

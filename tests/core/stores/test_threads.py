@@ -1,21 +1,33 @@
+"""The thread store's contract (`core.threads.ThreadStore`), on every store: the in-memory fake and
+Postgres. Rows scoped by (environment, account_id, thread_id), upserts that never change a thread's
+agent or user, creation in a transaction held open for a block, atomic metadata updates."""
+
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-import asyncpg
 import pytest
 
 from core.errors import InvalidInput
+from core.threads import ThreadStore
 from sinks.postgres.threads import PostgresThreadStore
+from tests.fakes.threads import InMemoryThreadStore
 
 
-async def test_get_missing_is_none(pool: asyncpg.Pool) -> None:
-    assert await PostgresThreadStore(pool).get("test", "acme", "t1") is None
+@pytest.fixture(params=["memory", pytest.param("postgres", marks=pytest.mark.engine)])
+def store(request: pytest.FixtureRequest) -> ThreadStore:
+    """The store under test, empty."""
+    if request.param == "memory":
+        return InMemoryThreadStore()
+    return PostgresThreadStore(request.getfixturevalue("pool"))
 
 
-async def test_upsert_inserts_then_replaces_metadata(pool: asyncpg.Pool) -> None:
-    store = PostgresThreadStore(pool)
+async def test_get_missing_is_none(store: ThreadStore) -> None:
+    assert await store.get("test", "acme", "t1") is None
+
+
+async def test_upsert_inserts_then_replaces_metadata(store: ThreadStore) -> None:
     created, inserted = await store.upsert("test", "acme", "t1", "bot", "u1", {"a": 1, "b": {"c": [1, "x"]}})
     assert inserted is True
     assert (created.agent_id, created.user_id, created.metadata) == (
@@ -23,6 +35,7 @@ async def test_upsert_inserts_then_replaces_metadata(pool: asyncpg.Pool) -> None
         "u1",
         {"a": 1, "b": {"c": [1, "x"]}},
     )
+    assert created.updated_at == created.created_at
     updated, inserted = await store.upsert("test", "acme", "t1", "bot", "u1", {"z": True})
     assert inserted is False
     assert updated.metadata == {"z": True}
@@ -31,8 +44,16 @@ async def test_upsert_inserts_then_replaces_metadata(pool: asyncpg.Pool) -> None
     assert await store.get("test", "acme", "t1") == updated
 
 
-async def test_upsert_with_other_identity_writes_nothing(pool: asyncpg.Pool) -> None:
-    store = PostgresThreadStore(pool)
+async def test_stored_metadata_is_a_copy(store: ThreadStore) -> None:
+    metadata: dict[str, Any] = {"config": {"max_working_memory_messages": 5}}
+    await store.upsert("test", "acme", "t1", "bot", None, metadata)
+    metadata["config"]["max_working_memory_messages"] = 9
+    got = await store.get("test", "acme", "t1")
+    assert got is not None and got.metadata == {"config": {"max_working_memory_messages": 5}}
+    assert got.window_size == 5
+
+
+async def test_upsert_with_other_identity_writes_nothing(store: ThreadStore) -> None:
     original, _ = await store.upsert("test", "acme", "t1", "bot", None, {"keep": 1})
     for agent, user in (("other-bot", None), ("bot", "u1")):
         stored, inserted = await store.upsert("test", "acme", "t1", agent, user, {"keep": 2})
@@ -41,8 +62,7 @@ async def test_upsert_with_other_identity_writes_nothing(pool: asyncpg.Pool) -> 
     assert await store.get("test", "acme", "t1") == original
 
 
-async def test_rows_are_scoped_by_environment_and_account(pool: asyncpg.Pool) -> None:
-    store = PostgresThreadStore(pool)
+async def test_rows_are_scoped_by_environment_and_account(store: ThreadStore) -> None:
     await store.upsert("test", "acme", "t1", "bot-a", None, {"who": "acme"})
     await store.upsert("test", "globex", "t1", "bot-g", None, {"who": "globex"})
     await store.upsert("prod", "acme", "t1", "bot-p", None, {"who": "prod"})
@@ -52,17 +72,18 @@ async def test_rows_are_scoped_by_environment_and_account(pool: asyncpg.Pool) ->
     ]
     assert [t.metadata["who"] for t in got if t] == ["acme", "globex", "prod"]
     assert await store.get("prod", "globex", "t1") is None
+    assert await store.update_metadata("prod", "globex", "t1", lambda m: {"who": "nobody"}) is None
 
 
-async def test_creating_commits_or_rolls_back(pool: asyncpg.Pool) -> None:
-    store = PostgresThreadStore(pool)
+async def test_creating_commits_or_rolls_back(store: ThreadStore) -> None:
     with pytest.raises(InvalidInput):
         async with store.creating("test", "acme", "t1", "bot", None) as thread:
             assert thread.agent_id == "bot"
             raise InvalidInput("rejected", field="messages")
     assert await store.get("test", "acme", "t1") is None
     async with store.creating("test", "acme", "t1", "bot", "u1") as thread:
-        assert thread.user_id == "u1"
+        assert (thread.user_id, thread.metadata) == ("u1", {})
+        assert await store.get("test", "acme", "t1") is None  # not committed yet
     stored = await store.get("test", "acme", "t1")
     assert stored is not None and stored.user_id == "u1"
     # an existing thread is yielded as stored, whatever the caller named
@@ -70,8 +91,7 @@ async def test_creating_commits_or_rolls_back(pool: asyncpg.Pool) -> None:
         assert (existing.agent_id, existing.user_id) == ("bot", "u1")
 
 
-async def test_concurrent_creators_wait_for_each_other(pool: asyncpg.Pool) -> None:
-    store = PostgresThreadStore(pool)
+async def test_concurrent_creators_wait_for_each_other(store: ThreadStore) -> None:
     entered = asyncio.Event()
     release = asyncio.Event()
 
@@ -95,22 +115,21 @@ async def test_concurrent_creators_wait_for_each_other(pool: asyncpg.Pool) -> No
     assert await task2 == "bot-1"
 
 
-async def test_update_metadata_is_atomic_and_validated(pool: asyncpg.Pool) -> None:
-    store = PostgresThreadStore(pool)
+async def test_update_metadata_is_atomic_and_validated(store: ThreadStore) -> None:
     assert await store.update_metadata("test", "acme", "nope", lambda m: m) is None
-    await store.upsert("test", "acme", "t1", "bot", None, {"n": 0})
+    original, _ = await store.upsert("test", "acme", "t1", "bot", None, {"n": 0})
 
     def bad(current: dict[str, Any]) -> dict[str, Any]:
         raise InvalidInput("no", field="metadata")
 
     with pytest.raises(InvalidInput):
         await store.update_metadata("test", "acme", "t1", bad)
-    thread = await store.get("test", "acme", "t1")
-    assert thread is not None and thread.metadata == {"n": 0}
+    assert await store.get("test", "acme", "t1") == original
 
-    # concurrent read-modify-write increments are serialised by the row lock
+    # concurrent read-modify-write increments are serialised
     await asyncio.gather(
         *(store.update_metadata("test", "acme", "t1", lambda m: {"n": m["n"] + 1}) for _ in range(10))
     )
     thread = await store.get("test", "acme", "t1")
     assert thread is not None and thread.metadata == {"n": 10}
+    assert thread.updated_at > original.updated_at and thread.created_at == original.created_at
