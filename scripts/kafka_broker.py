@@ -83,6 +83,16 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def new_cluster_id() -> str:
+    """A random KRaft cluster id (22 base64url characters) that does not start with "-": the
+    storage tool would read such an id as an option and refuse to format (1 start in 64 failed so).
+    Kafka's own `Uuid.randomUuid()` makes the same choice."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 class KafkaBroker:
     """A throwaway KRaft broker+controller. `bootstrap` is `127.0.0.1:PORT`."""
 
@@ -149,7 +159,7 @@ class KafkaBroker:
         fetch(self.version)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         config = self._write_config()
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = new_cluster_id()
         subprocess.run(
             self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)),
             check=True,
