@@ -185,6 +185,12 @@ def fmt_rate(v: float) -> str:
     return f"{v:,.0f}"
 
 
+def med(values: list[float | None]) -> float | None:
+    """The median of the known values (None when none is known)."""
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
 def report(rows: list[Row], runs: dict[str, list[Figures]], raw: list[float], probes: list[float]) -> None:
     raw_rate = statistics.median(raw)
     print(f"\n== medians of {len(raw)} round(s) ({load_note()})")
@@ -196,11 +202,6 @@ def report(rows: list[Row], runs: dict[str, list[Figures]], raw: list[float], pr
     )
     for row in rows:
         figs = runs[row.label]
-
-        def med(values: list[float | None]) -> float | None:
-            known = [v for v in values if v is not None]
-            return statistics.median(known) if known else None
-
         rate = statistics.median(f.per_second for f in figs)
         unit = "msg/s" if row.per_call else "/s"
         ratio = f"{rate / raw_rate:.3f}" if row.per_call else "-"
@@ -286,6 +287,8 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, default=None, help="py-spy output (.txt: raw format)")
     parser.add_argument("--keep", action="store_true", help="keep the temp directory")
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     if args.url and args.key_file is None:
         parser.error("--url needs --key-file")
     args.wrk = find_wrk(args.wrk, args.install_wrk)
