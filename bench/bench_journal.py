@@ -6,6 +6,9 @@
 1. Durable append throughput and latency with 1, 16 and 64 concurrent appenders, each appending
    one ~500-byte user message per call (with a caller-supplied message_id, as real callers do).
    Each configuration runs `--repeats` times on a fresh journal; the median run is reported.
+   Next to it the ceiling under the journal: raw SlateDB (`raw_batches`), one writer putting
+   WriteBatches of 64 x 500-byte values and awaiting each one's durability, on a database
+   opened with the journal's settings (bench/bench_http.py measures the node against it).
 2. Context reads: `last(thread, 20)` on random threads after populating `--threads` threads x
    `--per-thread` messages (populated with large append groups), in the writing process and
    again after reopening the journal. Also the relay read (`read_from_seq`, 1000 per call).
@@ -24,6 +27,8 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+
+from slatedb.uniffi import WriteBatch
 
 from core.journal.models import NewMessage, ThreadRef
 from sinks.slatedb.journal import SlateJournal
@@ -81,6 +86,27 @@ async def append_run(directory: Path, concurrency: int, duration: float) -> Appe
     return AppendRun(len(latencies), seconds, sorted(latencies), batches)
 
 
+async def raw_batches(directory: Path, duration: float, batch: int = 64, size: int = 500) -> float:
+    """Durable values/s of raw SlateDB: one writer, WriteBatches of `batch` x `size`-byte values,
+    each `await_durable`d before the next, for `duration` s on a fresh database at `directory`
+    (opened as the journal opens it: same settings, 2 ms flush interval; its rows are not used)."""
+    shutil.rmtree(directory, ignore_errors=True)
+    journal = await SlateJournal.open(f"file://{directory}")
+    db = journal._db  # the journal's own SlateDB handle: raw writes, no journal logic
+    value = message_text(0, size).encode()
+    written = 0
+    started = time.perf_counter()
+    while time.perf_counter() - started < duration:
+        writes = WriteBatch()
+        for i in range(written, written + batch):
+            writes.put(b"raw/%012d" % i, value)
+        await (await db.write(writes)).await_durable()
+        written += batch
+    seconds = time.perf_counter() - started
+    await journal.close()
+    return written / seconds
+
+
 async def bench_appends(root: Path, duration: float, repeats: int) -> None:
     print(f"== durable appends: 1 message of 500 chars per call, {duration:.0f} s runs, median of {repeats}")
     print(f"{'appenders':>9} {'appends/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'msgs/batch':>10}")
@@ -92,6 +118,8 @@ async def bench_appends(root: Path, duration: float, repeats: int) -> None:
             f"{concurrency:>9} {run.per_second:>10.0f} {percentile(run.latencies, 0.5) * 1e3:>8.2f}"
             f" {percentile(run.latencies, 0.99) * 1e3:>8.2f} {run.appends / max(run.batches, 1):>10.1f}"
         )
+    raw = sorted([await raw_batches(root / "raw", duration) for _ in range(repeats)])[repeats // 2]
+    print(f"raw SlateDB, WriteBatch of 64 x 500 B, await_durable, one writer: {raw:,.0f} values/s")
 
 
 async def populate(journal: SlateJournal, threads: int, per_thread: int, size: int) -> None:
