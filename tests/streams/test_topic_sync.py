@@ -183,7 +183,29 @@ async def assert_exactly_once(stores: Sequence[ClickHouseTranscriptStore], total
         assert await store.row_count() == total
 
 
-async def test_a_broker_that_lost_the_topic_is_refilled_from_the_lowest_checkpoint(
+@dataclass
+class Rig:
+    """A node's journal side on the test's own broker, with both projection groups' stores."""
+
+    settings: Settings
+    journal: SlateJournal
+    progress: PostgresProgress
+    stores: dict[str, ClickHouseTranscriptStore]
+
+    async def first_pass(self, count: int) -> tuple[JournalSide, list[str]]:
+        """Append `count` messages, check the topic (just created), publish them and project them
+        into both stores; returns the node's journal side (its relay left open) and what that
+        first check refilled."""
+        await append(self.journal, count)
+        node = journal_side(self.settings, self.journal, self.progress)
+        refilled = await node.sync.check(created=["journal.messages"])
+        await drain(node.relay)
+        await project_until(self.settings, self.progress, self.stores, count)
+        return node, refilled
+
+
+@pytest.fixture
+def rig(
     broker_of_test: OwnBroker,
     tmp_path: Path,
     topic_prefix: str,
@@ -191,16 +213,22 @@ async def test_a_broker_that_lost_the_topic_is_refilled_from_the_lowest_checkpoi
     pool: asyncpg.Pool,
     transcript_store: ClickHouseTranscriptStore,
     behind_store: ClickHouseTranscriptStore,
-) -> None:
-    settings = settings_of(broker_of_test, tmp_path, topic_prefix)
-    progress = PostgresProgress(pool)
-    stores = {AHEAD: transcript_store, BEHIND: behind_store}
+) -> Rig:
+    return Rig(
+        settings_of(broker_of_test, tmp_path, topic_prefix),
+        journal,
+        PostgresProgress(pool),
+        {AHEAD: transcript_store, BEHIND: behind_store},
+    )
 
-    await append(journal, 300)
-    node = journal_side(settings, journal, progress)
-    assert await node.sync.check(created=["journal.messages"]) == []  # nothing published yet: nothing lost
-    await drain(node.relay)
-    await project_until(settings, progress, stores, 300)
+
+async def test_a_broker_that_lost_the_topic_is_refilled_from_the_lowest_checkpoint(
+    broker_of_test: OwnBroker, rig: Rig
+) -> None:
+    settings, journal, progress, stores = rig.settings, rig.journal, rig.progress, rig.stores
+    transcript_store, behind_store = stores[AHEAD], stores[BEHIND]
+    node, refilled = await rig.first_pass(300)
+    assert refilled == []  # nothing published yet: nothing lost
     await append(journal, 200, start=300)
     await drain(node.relay)
     await project_until(settings, progress, {AHEAD: transcript_store}, 500)  # BEHIND stays at 300
@@ -229,22 +257,11 @@ async def test_a_broker_that_lost_the_topic_is_refilled_from_the_lowest_checkpoi
 
 
 async def test_a_cursor_moved_by_another_nodes_relay_is_detected_and_the_gap_republished(
-    broker_of_test: OwnBroker,
-    tmp_path: Path,
-    topic_prefix: str,
-    journal: SlateJournal,
-    pool: asyncpg.Pool,
-    transcript_store: ClickHouseTranscriptStore,
-    behind_store: ClickHouseTranscriptStore,
+    rig: Rig,
 ) -> None:
-    settings = settings_of(broker_of_test, tmp_path, topic_prefix)
-    progress = PostgresProgress(pool)
-    stores = {AHEAD: transcript_store, BEHIND: behind_store}
-    await append(journal, 120)
-    node = journal_side(settings, journal, progress)
-    await node.sync.check(created=["journal.messages"])
-    await drain(node.relay)
-    await project_until(settings, progress, stores, 120)
+    settings, journal, progress, stores = rig.settings, rig.journal, rig.progress, rig.stores
+    transcript_store, behind_store = stores[AHEAD], stores[BEHIND]
+    node, _ = await rig.first_pass(120)
 
     # another node opened the journal, appended and published 121..180 to ITS broker: the shared
     # cursor moved past messages this broker never got, and carries that broker's topic identity
