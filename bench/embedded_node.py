@@ -30,11 +30,13 @@ from memstream.embedded.process import ManagedProcess, free_port
 
 @dataclass(frozen=True)
 class Node:
-    """A node to drive: its API's base URL, an API key, and its process id when it is local."""
+    """A node to drive: its API's base URL, an API key, its process id when it is local, and its
+    broker's bootstrap address when known."""
 
     url: str
     key: str
     pid: int | None
+    bootstrap: str | None = None
 
 
 def ready(url: str) -> bool:
@@ -48,12 +50,12 @@ def ready(url: str) -> bool:
 
 def start_up(group: ServerGroup, work: Path, timeout_s: float = 300.0) -> Node:
     """Start `memstream up` on free ports with its data in `work/data`; the running node."""
-    data, api_port = work / "data", free_port()
+    data, api_port, broker_port = work / "data", free_port(), free_port()
     env = {
         **os.environ,
         "MEMSTREAM_DATA_DIR": str(data),
         "MEMSTREAM_API_PORT": str(api_port),
-        "MEMSTREAM_PORTS__BROKER": str(free_port()),
+        "MEMSTREAM_PORTS__BROKER": str(broker_port),
         "MEMSTREAM_PORTS__POSTGRES": str(free_port()),
         "MEMSTREAM_PORTS__REDIS": str(free_port()),
         "PYTHONUNBUFFERED": "1",
@@ -71,7 +73,9 @@ def start_up(group: ServerGroup, work: Path, timeout_s: float = 300.0) -> Node:
     group.start(up, timeout=timeout_s)
     key = (data / "api-key").read_text().strip()
     state = json.loads((data / "run" / "state.json").read_text())
-    return Node(url=url, key=key, pid=int(state["services"]["node"]["pid"]))
+    return Node(
+        url=url, key=key, pid=int(state["services"]["node"]["pid"]), bootstrap=f"127.0.0.1:{broker_port}"
+    )
 
 
 def wait_ready(url: str, timeout_s: float = 120.0) -> None:

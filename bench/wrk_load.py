@@ -86,13 +86,26 @@ def _lua(value: str) -> str:
     return json.dumps(value)
 
 
-def append_script(directory: Path, key: str, agent: str, threads: int, per_call: int, content: str) -> Path:
+def append_script(
+    directory: Path,
+    key: str,
+    agent: str,
+    threads: int,
+    per_call: int,
+    content: str,
+    *,
+    delay_ms: float = 0.0,
+) -> Path:
     """A wrk script POSTing `per_call` new messages of `content` per call to `/v1/threads/{t}/
     messages`, t cycling through `threads` bench threads (`thread-000`...), each call with its
-    thread's `agent_id` and `user_id` (`user-{t % 10}`) and fresh message ids."""
+    thread's `agent_id` and `user_id` (`user-{t % 10}`) and fresh message ids. With `delay_ms`,
+    each connection pauses that long before each call (wrk's `delay()` hook): `c` connections
+    then send at most `c * 1000 / delay_ms` calls/s (a rate cap, not a fixed rate)."""
     run = uuid.uuid4().hex[:8]
+    pause = f"\nfunction delay()\n  return {delay_ms:.3f}\nend\n" if delay_ms > 0 else ""
     tail = '","role":"user","content":' + json.dumps(content) + "}"
-    script = f"""
+    script = (
+        f"""
 local threads, per_call, run = {threads}, {per_call}, {_lua(run)}
 local headers = {{["Authorization"] = {_lua("Bearer " + key)}, ["Content-Type"] = "application/json"}}
 local head, tail = '{{"message_id":"', {_lua(tail)}
@@ -110,6 +123,8 @@ function request()
   return wrk.format("POST", string.format("/v1/threads/thread-%03d/messages", t), headers, body)
 end
 """
+        + pause
+    )
     return _write(directory / f"append-{per_call}-{run}.lua", _SETUP + script + _DONE)
 
 
