@@ -264,9 +264,10 @@ class Supervisor:
                     if proc.name == "broker" and self.worker is not None and self.worker.alive():
                         # the embedded broker starts empty: the worker's consumers must not carry their
                         # positions onto its new topics (memstream.ops.topic_restart does this for the
-                        # node's): stopped now, it is restarted below with fresh consumers
+                        # node's). Killed (an orderly stop would wait on the dead broker; offsets are
+                        # committed only after effects are durable), it is restarted below afresh.
                         self.say("  stopping worker while the broker restarts (its consumers start afresh)")
-                        self.worker.stop(timeout=30)
+                        self.worker.stop(timeout=10, sig=signal.SIGKILL)
                     self.services[i] = self._restart(proc, functools.partial(self._start_service, proc.name))
                     self.write_state()
             if self.node is not None and not self.node.alive():

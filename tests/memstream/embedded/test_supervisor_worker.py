@@ -1,7 +1,7 @@
 """`memstream up`'s process layout: the thread-memory processors (thresholds, flush, summarizer) run
 in the worker process on a read-only view of the node's journal, the node hosts the rest; a thread
 that crosses the threshold is summarized by the worker, and a killed worker is restarted and goes on
-summarizing."""
+summarizing, also after the embedded broker restarted empty."""
 
 from __future__ import annotations
 
@@ -61,6 +61,16 @@ def test_up_runs_thread_memory_in_the_worker_and_restarts_it(tmp_path: Path) -> 
             pids.append(restarted)
             append_messages(api, "later", "bob", 52, "My name is Bob.")
             assert wait_for_summary(api, "later")["metadata"]["summary_version"] == 1
+
+            # the embedded broker restarts empty: the worker is restarted with it (fresh consumers)
+            # and summarizes on the new topics
+            mark = len(up_log.read_text())
+            os.kill(_pids(env)["broker"], signal.SIGKILL)
+            wait_for_line(up_log, "broker ready again", after=mark)
+            wait_for_line(up_log, "worker ready again", after=mark)
+            pids.extend(_pids(env).values())
+            append_messages(api, "after-broker", "cy", 51, "My name is Cy.")
+            assert wait_for_summary(api, "after-broker", timeout=180)["metadata"]["summary_version"] == 1
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(90) == 0, up_log.read_text()[-3000:]
