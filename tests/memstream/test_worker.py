@@ -130,3 +130,15 @@ def test_thread_memory_processors_do_not_start_without_postgres(tmp_path: Path) 
     unreachable = Settings(data_dir=tmp_path, postgres_dsn="postgresql://u@127.0.0.1:1/none")
     with pytest.raises(WorkerCannotStart, match="need Postgres"):
         run_worker(["flush"], unreachable)
+
+
+def test_the_worker_command_lists_and_checks_groups(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from memstream.cli import main
+
+    env = {"MEMSTREAM_DATA_DIR": str(tmp_path)}
+    listed = CliRunner().invoke(main, ["worker", "--list"], env=env)
+    assert listed.exit_code == 0 and "--group thread-memory: flush summarizer thresholds" in listed.output
+    unknown = CliRunner().invoke(main, ["worker", "--group", "nope"], env=env)
+    assert unknown.exit_code != 0 and "unknown group 'nope'; groups: thread-memory" in unknown.output
