@@ -142,6 +142,19 @@ class Settings(BaseSettings):
         "(acknowledged appends are durable either way)",
     )
 
+    # process layout
+    node_processors: list[str] | None = Field(
+        default=None,
+        description="the processors the node process hosts (default: every registered one); the "
+        "others run in `memstream worker` processes. `memstream up` sets it to the processors "
+        "that must stay in the node and runs the thread-memory ones in one worker",
+    )
+    journal_reader_poll_ms: int = Field(
+        default=100,
+        ge=1,
+        description="how often a worker's read-only view of the journal looks for new durable writes",
+    )
+
     # journal tuning
     journal_flush_interval_ms: int = 2
     journal_max_message_bytes: int = 1_000_000

@@ -45,6 +45,13 @@ class JournalFenced(MemstreamError):
     code = "journal_fenced"
 
 
+class JournalReadOnly(MemstreamError):
+    """A write (append, cursor, listener) was asked of a read-only view of the journal (a process
+    that follows the journal another process writes); nothing was written."""
+
+    code = "journal_read_only"
+
+
 class PostgresUnavailable(MemstreamError):
     """PostgreSQL cannot be reached right now (down, restarting, the connection broke); the call did
     not complete. `retry_after_s` says when to try again."""

@@ -55,7 +55,7 @@ def kill_supervisor(stack: Stack) -> int:
 def kill_tree(stack: Stack) -> list[int]:
     """kill -9 the supervisor and every child it recorded, at once (a crash of the whole machine's
     process tree); returns the pids. The supervisor is reaped; its children are not waited for."""
-    pids = [stack.pid(component) for component in ("node", "redis", "postgres", "broker")]
+    pids = [stack.pid(component) for component in ("worker", "node", "redis", "postgres", "broker")]
     supervisor = stack.supervisor_pid()
     targets = [pid for pid in [supervisor, *pids] if pid is not None]
     for pid in targets:

@@ -2,7 +2,8 @@
 
 An embedded Qdrant Edge shard and a chdb data path can be open only once per process,
 and loading an embedding model twice wastes memory. The node builds one `Engines` and hands it to
-everything that needs them: the API (recall, transcript search) and the processors (projections).
+everything that needs them: the API (recall, transcript search) and the processors (projections);
+a `memstream worker` builds one for its processors.
 Each is built on first use; `close()` closes what was built.
 """
 
@@ -29,10 +30,11 @@ class Engines:
     ) -> None:
         self.settings = settings
         self.journal = journal
-        """The node's journal (its single writer), for processors that read it; None outside the node.
-        Not closed by `close()`: its owner closes it."""
+        """The journal, for processors that read it: the node's (its single writer), or in a worker a
+        read-only view of it (`sinks.slatedb.reader`); None when the process has none. Not closed by
+        `close()`: its owner closes it."""
         self.pool = pool
-        """The node's Postgres pool (agent memory, agents), for processors; None outside the node.
+        """The process's Postgres pool (agent memory, agents), for processors; None when it has none.
         Not closed by `close()`: its owner closes it."""
         self._chat_model: ChatModel | None = None
         self._index: VectorIndex | None = None

@@ -1,23 +1,37 @@
-"""`memstream worker NAME`: run one registered processor alone, owning the process's signals.
+"""`memstream worker NAME...`: run registered processors outside the node, owning the process's signals.
 
-`run_worker(name, settings)` runs the registered processor `name` alone under a
-`ProcessorSupervisor` (restarted after a crash) until SIGINT or SIGTERM, and owns those signals.
-It keeps the group's journal progress in the configured Postgres (`core.stores.progress`), as the
-node does; when Postgres cannot be reached at start it runs without (logged), which only means
-more is republished after a broker loss.
+`run_worker(names, settings)` runs the registered processors `names` under one
+`ProcessorSupervisor` (each restarted alone after a crash) until SIGINT or SIGTERM, and owns those
+signals. They share the worker's `Engines`, as the node's share the node's:
+- the thread-memory processors (`memstream.wiring.processors.THREAD_MEMORY`: thresholds, flush,
+  summarizer) get a read-only view of the node's journal (`sinks.slatedb.reader.SlateJournalReader`:
+  the node stays its only writer; their range reads wait until what a record refers to is
+  visible), a Postgres pool of the worker's own and the chat model. Without Postgres, or without
+  the journal (the node never opened it), the worker does not start (`WorkerCannotStart`);
+- the others build their stores on first use, as before (an embedded chdb path or Qdrant Edge
+  shard can be open in one process only: with embedded engines the projections stay in the node).
+The processors keep their groups' journal progress in the configured Postgres
+(`core.stores.progress`), as the node does; a worker without thread-memory processors that cannot
+reach Postgres at start runs without (logged), which only means more is republished after a
+broker loss.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+
+import asyncpg
 
 from core.config import Settings, mask_url
+from core.errors import JournalUnavailable, MemstreamError
+from memstream.engines import Engines
 from memstream.shutdown import StopSignals
-from memstream.wiring.processors import PROCESSORS, ProcessorFactory, create_processor
+from memstream.wiring.processors import PROCESSORS, THREAD_MEMORY, ProcessorFactory, create_processor
 from sinks.postgres.pool import create_pool
 from sinks.postgres.progress import PostgresProgress
+from sinks.slatedb.reader import SlateJournalReader
 from streams.runtime.errors import ProcessorCrashed, UnknownProcessor
 from streams.runtime.options import RuntimeOptions
 from streams.runtime.processor import Processor
@@ -26,37 +40,46 @@ from streams.topics import TopicRegistry
 
 log = logging.getLogger("memstream.runtime")
 
+POOL_TIMEOUT_S = 10.0
+
+
+class WorkerCannotStart(MemstreamError):
+    """What the worker's processors need cannot be opened (the journal, Postgres); nothing ran."""
+
+    code = "worker_cannot_start"
+
 
 def run_worker(
-    name: str,
+    names: str | Sequence[str],
     settings: Settings,
     *,
     options: RuntimeOptions | None = None,
     registry: TopicRegistry | None = None,
     processors: Mapping[str, ProcessorFactory] | None = None,
 ) -> None:
-    """Run the registered processor `name` alone until SIGINT/SIGTERM (`memstream worker NAME`).
+    """Run the registered processors `names` until SIGINT/SIGTERM (`memstream worker NAME...`).
 
-    It runs under a `ProcessorSupervisor`, like the node's processors: a crash restarts it with
-    backoff instead of ending the worker. `processors` defaults to the registered ones
-    (`memstream.wiring.processors.PROCESSORS`).
-    Raises `UnknownProcessor` (listing the registered names) before connecting to anything, and
-    `ProcessorCrashed` when the processor cannot run here at all (`ProcessorCannotRun` from its
-    `start()`, e.g. a processor that needs the node).
+    They run under one `ProcessorSupervisor`, like the node's processors: a crash restarts the
+    processor with backoff instead of ending the worker. `processors` defaults to the registered
+    ones (`memstream.wiring.processors.PROCESSORS`).
+    Raises `UnknownProcessor` (listing the registered names) before connecting to anything,
+    `WorkerCannotStart` when the journal or Postgres the thread-memory processors need cannot be
+    opened (module doc), and `ProcessorCrashed` when a processor cannot run here at all
+    (`ProcessorCannotRun` from its `start()`).
     """
+    wanted = [names] if isinstance(names, str) else list(dict.fromkeys(names))
+    if not wanted:
+        raise ValueError("run_worker needs at least one processor name")
     factories = PROCESSORS if processors is None else processors
-    if name not in factories:
-        raise UnknownProcessor(name, list(factories))
-
-    def factory() -> Processor:
-        return create_processor(name, settings, registry=factories)
-
-    asyncio.run(_run_until_signal(name, factory, settings, options, registry))
+    for name in wanted:
+        if name not in factories:
+            raise UnknownProcessor(name, list(factories))
+    asyncio.run(_run_until_signal(wanted, factories, settings, options, registry))
 
 
 async def _run_until_signal(
-    name: str,
-    factory: Callable[[], Processor],
+    names: list[str],
+    factories: Mapping[str, ProcessorFactory],
     settings: Settings,
     options: RuntimeOptions | None,
     registry: TopicRegistry | None,
@@ -68,35 +91,75 @@ async def _run_until_signal(
         failures.append(error)
         stop.set()
 
-    pool = None
+    thread_memory = [name for name in names if name in THREAD_MEMORY]
+    pool = await _open_pool(settings, names, required=bool(thread_memory))
+    journal: SlateJournalReader | None = None
     try:
-        pool = await asyncio.wait_for(create_pool(settings.postgres, min_size=1, max_size=2), 10)
+        if thread_memory:
+            journal = await _open_journal(settings)
+        engines = Engines(settings, journal=journal, pool=pool)
+
+        def factory(name: str) -> Callable[[], Processor]:
+            return lambda: create_processor(name, settings, registry=factories, engines=engines)
+
+        supervisor = ProcessorSupervisor(
+            {name: factory(name) for name in names},
+            settings,
+            options=options,
+            registry=registry,
+            on_failed=failed,
+            progress=None if pool is None else PostgresProgress(pool),
+        )
+        # Python-level handlers, never lost on a busy loop, with a deadline (memstream.shutdown)
+        signals = StopSignals(stop.set, deadline_s=settings.stop_deadline_s)
+        signals.install(asyncio.get_running_loop())
+        try:
+            try:
+                log.info("worker runs processor(s) %s", ", ".join(names))
+                await supervisor.run(stop)
+            finally:
+                await engines.close()
+        finally:
+            signals.close()  # the orderly stop is over: its watchdog must not end the caller later
+    finally:
+        if journal is not None:
+            await journal.close()
+        if pool is not None:
+            await pool.close()
+    if failures:
+        raise failures[0]
+    log.info("processor(s) %s stopped", ", ".join(names))
+
+
+async def _open_pool(settings: Settings, names: list[str], *, required: bool) -> asyncpg.Pool | None:
+    """The worker's Postgres pool; None (logged) when it is not `required` and cannot be reached."""
+    try:
+        return await asyncio.wait_for(
+            create_pool(settings.postgres, min_size=1, max_size=6 if required else 2), POOL_TIMEOUT_S
+        )
     except Exception as exc:
+        if required:
+            raise WorkerCannotStart(
+                f"processor(s) {', '.join(names)} need Postgres ({mask_url(settings.postgres)}), "
+                f"which is not reachable: {exc!r}"
+            ) from exc
         log.warning(
-            "processor %s runs without stored journal progress: Postgres (%s) is not reachable: %r",
-            name,
+            "processor(s) %s run without stored journal progress: Postgres (%s) is not reachable: %r",
+            ", ".join(names),
             mask_url(settings.postgres),
             exc,
         )
-    supervisor = ProcessorSupervisor(
-        {name: factory},
-        settings,
-        options=options,
-        registry=registry,
-        on_failed=failed,
-        progress=None if pool is None else PostgresProgress(pool),
-    )
-    # Python-level handlers, never lost on a busy loop, with a deadline (memstream.shutdown)
-    signals = StopSignals(stop.set, deadline_s=settings.stop_deadline_s)
-    signals.install(asyncio.get_running_loop())
+        return None
+
+
+async def _open_journal(settings: Settings) -> SlateJournalReader:
+    """A read-only view of the node's journal (module doc)."""
     try:
-        try:
-            await supervisor.run(stop)
-        finally:
-            if pool is not None:
-                await pool.close()
-    finally:
-        signals.close()  # the orderly stop is over: its watchdog must not end the caller later
-    if failures:
-        raise failures[0]
-    log.info("processor %s stopped", name)
+        return await SlateJournalReader.open(
+            settings.journal, s3=settings.s3, poll_interval_ms=settings.journal_reader_poll_ms
+        )
+    except JournalUnavailable as exc:
+        raise WorkerCannotStart(
+            f"the thread-memory processors read the node's journal at {mask_url(settings.journal)}, "
+            f"which cannot be opened (start the node first): {exc}"
+        ) from exc

@@ -2,11 +2,16 @@
 
 `messages_between` pages through `Journal.after` (`page_size` messages per read) until it passed
 `up_to` or the thread ends, so a range of any length is read in bounded pieces.
+
+Per-thread offsets are dense, so a range that ends before `up_to` is short. On the writer's journal
+that means the thread has no more; a `Follower` (a read-only view that sees durable writes late,
+`sinks.slatedb.reader`) is asked to `wait_visible` up to `up_to` and the read goes on, so a
+processor that got a record of offset `up_to` reads every message up to it.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from core.journal.models import Message, ThreadRef
 
@@ -22,6 +27,15 @@ class PagedReader(Protocol):
         ...
 
 
+@runtime_checkable
+class Follower(Protocol):
+    """A journal view that may lag behind its writer (`sinks.slatedb.reader.SlateJournalReader`)."""
+
+    async def wait_visible(self, thread: ThreadRef, offset: int) -> None:
+        """Return once the thread's message at `offset` is visible; StoreUnavailable after a bound."""
+        ...
+
+
 async def messages_between(
     journal: PagedReader,
     thread: ThreadRef,
@@ -32,15 +46,21 @@ async def messages_between(
     page_size: int = PAGE_SIZE,
 ) -> list[Message]:
     """The thread's messages with `after < offset <= up_to` (only `agent_id`'s when given), oldest
-    first. Empty when `up_to <= after`. Errors of the journal propagate."""
+    first. Empty when `up_to <= after`. On a `Follower` it waits until `up_to` is visible (module
+    doc). Errors of the journal propagate."""
     if page_size < 1:
         raise ValueError(f"page_size must be positive, not {page_size}")
     found: list[Message] = []
     cursor = after
+    waited = False
     while cursor < up_to:
         page = await journal.after(thread, cursor, page_size)
         if not page:
-            break
+            if waited or not isinstance(journal, Follower):
+                break
+            await journal.wait_visible(thread, up_to)
+            waited = True
+            continue
         found.extend(m for m in page if m.offset <= up_to and (agent_id is None or m.agent_id == agent_id))
         cursor = page[-1].offset
     return found

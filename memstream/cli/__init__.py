@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -155,26 +156,34 @@ def topics_list() -> None:
 
 
 @main.command()
-@click.argument("name", required=False)
-@click.option("--list", "list_only", is_flag=True, help="List the processors that can run.")
-def worker(name: str | None, list_only: bool) -> None:
-    """Run one processor alone (its own consumer group) until Ctrl-C."""
-    from memstream.wiring.processors import processor_names
-    from memstream.worker import run_worker
+@click.argument("names", nargs=-1)
+@click.option(
+    "--group", "group", help="Run a named set of processors (thread-memory: thresholds, flush, summarizer)."
+)
+@click.option("--list", "list_only", is_flag=True, help="List the processors and groups that can run.")
+def worker(names: tuple[str, ...], group: str | None, list_only: bool) -> None:
+    """Run processors outside the node (their own consumer groups) until Ctrl-C."""
+    from memstream.wiring.processors import GROUPS, processor_names
+    from memstream.worker import WorkerCannotStart, run_worker
 
-    names = processor_names()
-    if list_only or name is None:
-        click.echo("\n".join(names) if names else "no processors are registered yet")
+    registered = processor_names()
+    if list_only or (not names and group is None):
+        click.echo("\n".join(registered) if registered else "no processors are registered yet")
+        for name, members in sorted(GROUPS.items()):
+            click.echo(f"--group {name}: {' '.join(members)}")
         return
+    if group is not None and group not in GROUPS:
+        raise click.ClickException(f"unknown group {group!r}; groups: {', '.join(sorted(GROUPS))}")
     from memstream.shutdown import exit_process
     from streams.runtime.errors import ProcessorCrashed, UnknownProcessor
 
     settings = load_settings()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        run_worker(name, settings)
+        run_worker([*names, *(GROUPS[group] if group is not None else ())], settings)
     except UnknownProcessor as exc:
         raise click.ClickException(str(exc)) from None
-    except ProcessorCrashed as exc:
+    except (ProcessorCrashed, WorkerCannotStart) as exc:
         click.echo(f"error: {exc}", err=True)
         exit_process(1)
     exit_process(0)  # stopped in order: native libraries' teardown must not hold the exit

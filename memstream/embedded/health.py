@@ -146,7 +146,27 @@ def status_checks(settings: Settings) -> tuple[dict[str, object] | None, list[Ch
                 "run `memstream up` again",
             )
         )
+        worker = _worker_check(state)
+        if worker is not None:
+            checks.append(worker)
     return state, checks + component_checks(settings)
+
+
+def _worker_check(state: dict[str, object]) -> Check | None:
+    """The worker process of `memstream up` (the thread-memory processors) is alive; None when the
+    stack runs none. Its processors' own health is in its log: the node's /readyz does not see them."""
+    services_ = state.get("services")
+    worker = services_.get("worker") if isinstance(services_, dict) else None
+    if not isinstance(worker, dict):
+        return None
+    pid = int(worker.get("pid") or 0)
+    alive = pid > 0 and process_alive(pid)
+    return Check(
+        "worker (thread memory)",
+        alive,
+        f"pid {pid}, log {worker.get('log')}" if alive else f"pid {pid} is gone",
+        "the supervisor restarts it; its log says why it stopped",
+    )
 
 
 def _binary_check(name: str, get: object, package: str) -> Check:

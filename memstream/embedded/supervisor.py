@@ -1,11 +1,16 @@
-"""`memstream up`: start and supervise the embedded stack, then the node, until Ctrl-C/SIGTERM.
+"""`memstream up`: start and supervise the embedded stack, then the node and the worker, until
+Ctrl-C/SIGTERM.
 
 Order: broker, PostgreSQL, Redis (each only when its URL is not configured), database + schema,
-a first API key, then the node process (`memstream node`: API, journal writer, relay,
-processors). Shutdown runs in reverse order.
+a first API key, then the node process (`memstream node`: API, journal writer, relays, the
+projections and the compaction recovery), then the worker process (`memstream worker`: the
+thread-memory processors - thresholds, flush, summarizer - on a read-only view of the node's
+journal, so that they do not compete with the API for the node's event loop). Shutdown runs in
+reverse order. `layout` says which processors each process hosts.
 
-Faults: a process that dies is restarted (`restarts.RestartBudget`: at once, then with a doubling
-backoff; more than 5 restarts of one process within a minute stop the stack with its log tail).
+Faults: a process that dies (a server, the node, the worker) is restarted (`restarts.RestartBudget`:
+at once, then with a doubling backoff; more than 5 restarts of one process within a minute stop the
+stack with its log tail).
 The journal is the source of truth, so the node rides out a restarted server: it republishes to a
 broker that lost its topics, reconnects to PostgreSQL (the API answers 503 `postgres_unavailable`
 meanwhile) and to Redis. A node that exits with `exit_codes.FENCED` (another writer took the
@@ -28,7 +33,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,13 +67,68 @@ def read_state(settings: Settings) -> dict[str, Any] | None:
 
 def node_process(settings: Settings) -> ManagedProcess:
     require_free_port("API", settings.api_port, "MEMSTREAM_API_PORT")
-    env = {**os.environ, "MEMSTREAM_DATA_DIR": str(settings.data_path), "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "MEMSTREAM_DATA_DIR": str(settings.data_path),
+        "MEMSTREAM_NODE_PROCESSORS": json.dumps(list(layout(settings).node)),
+        "PYTHONUNBUFFERED": "1",
+    }
     url = f"http://{settings.api_host}:{settings.api_port}/healthz"
     return ManagedProcess(
         name="node",
         argv=[sys.executable, "-m", "memstream", "node"],
         log_path=settings.data_path / "logs" / "node.log",
         ready=lambda: http_ok(url),
+        env=env,
+    )
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Which processors the node hosts and which the worker runs (none: no worker process)."""
+
+    node: tuple[str, ...]
+    worker: tuple[str, ...]
+
+
+def layout(settings: Settings) -> Layout:
+    """The node hosts `settings.node_processors` when set, else every processor but the
+    thread-memory ones; the worker runs the thread-memory processors the node does not host."""
+    from memstream.wiring.processors import THREAD_MEMORY, node_processor_names, processor_names
+
+    if settings.node_processors is not None:
+        node = node_processor_names(settings)
+    else:
+        node = [name for name in processor_names() if name not in THREAD_MEMORY]
+    return Layout(node=tuple(node), worker=tuple(n for n in sorted(THREAD_MEMORY) if n not in node))
+
+
+WORKER_READY_LINE = "worker runs processor(s)"
+"""What the worker logs once its journal view and pool are open (`memstream.worker`)."""
+
+
+def worker_process(settings: Settings, names: Sequence[str]) -> ManagedProcess:
+    """The worker process running `names` (not started); ready once it logged that it runs them."""
+    env = {**os.environ, "MEMSTREAM_DATA_DIR": str(settings.data_path), "PYTHONUNBUFFERED": "1"}
+    log_path = settings.data_path / "logs" / "worker.log"
+    try:
+        start = log_path.stat().st_size  # the log is appended to across restarts
+    except FileNotFoundError:
+        start = 0
+
+    def ready() -> bool:
+        try:
+            with log_path.open("rb") as log:
+                log.seek(start)
+                return WORKER_READY_LINE.encode() in log.read()
+        except FileNotFoundError:
+            return False
+
+    return ManagedProcess(
+        name="worker",
+        argv=[sys.executable, "-m", "memstream", "worker", *names],
+        log_path=log_path,
+        ready=ready,
         env=env,
     )
 
@@ -93,6 +153,7 @@ class Supervisor:
     keep_fds: tuple[int, ...] = ()
     services: list[ManagedProcess] = field(default_factory=list)
     node: ManagedProcess | None = None
+    worker: ManagedProcess | None = None
     _stopping: bool = False
     _budgets: dict[str, RestartBudget] = field(default_factory=dict)
 
@@ -120,6 +181,15 @@ class Supervisor:
             f"  {'node':<9} ready on http://{s.api_host}:{s.api_port} ({time.monotonic() - started:.1f}s)"
             f" - API docs at http://{s.api_host}:{s.api_port}/docs"
         )
+        hosted = layout(s)
+        self.say(f"  {'':<9} node hosts processor(s): {', '.join(hosted.node) or 'none'}")
+        if hosted.worker:
+            started = time.monotonic()
+            self.worker = self._start_worker()
+            self.say(
+                f"  {'worker':<9} ready: processor(s) {', '.join(hosted.worker)}"
+                f" ({time.monotonic() - started:.1f}s) - log: {self.worker.log_path}"
+            )
         self.write_state()
 
     def _start_service(self, name: str) -> ManagedProcess:
@@ -137,6 +207,12 @@ class Supervisor:
         node = dataclasses.replace(node_process(self.settings), keep_fds=self.keep_fds)
         node.start(timeout=120)
         return node
+
+    def _start_worker(self) -> ManagedProcess:
+        worker = worker_process(self.settings, layout(self.settings).worker)
+        worker = dataclasses.replace(worker, keep_fds=self.keep_fds)
+        worker.start(timeout=120)
+        return worker
 
     def _address(self, name: str) -> str:
         s = self.settings
@@ -165,7 +241,7 @@ class Supervisor:
             "api": f"http://{s.api_host}:{s.api_port}",
             "services": {
                 p.name: {"pid": p.pid, "log": str(p.log_path)}
-                for p in [*self.services, *([self.node] or [])]
+                for p in [*self.services, self.node, self.worker]
                 if p
             },
             "config": s.describe(),
@@ -185,11 +261,21 @@ class Supervisor:
                 break
             for i, proc in enumerate(self.services):
                 if not proc.alive():
+                    if proc.name == "broker" and self.worker is not None and self.worker.alive():
+                        # the embedded broker starts empty: the worker's consumers must not carry their
+                        # positions onto its new topics (memstream.ops.topic_restart does this for the
+                        # node's). Killed (an orderly stop would wait on the dead broker; offsets are
+                        # committed only after effects are durable), it is restarted below afresh.
+                        self.say("  stopping worker while the broker restarts (its consumers start afresh)")
+                        self.worker.stop(timeout=10, sig=signal.SIGKILL)
                     self.services[i] = self._restart(proc, functools.partial(self._start_service, proc.name))
                     self.write_state()
             if self.node is not None and not self.node.alive():
                 self._check_not_fenced(self.node)
                 self.node = self._restart(self.node, self._start_node)
+                self.write_state()
+            if self.worker is not None and not self.worker.alive():
+                self.worker = self._restart(self.worker, self._start_worker)
                 self.write_state()
 
     def _check_not_fenced(self, node: ManagedProcess) -> None:
@@ -239,6 +325,9 @@ class Supervisor:
 
     def stop(self) -> None:
         self._stopping = True
+        if self.worker is not None:
+            self.say("  stopping worker")
+            self.worker.stop(timeout=30)
         if self.node is not None:
             self.say("  stopping node")
             self.node.stop(timeout=30)

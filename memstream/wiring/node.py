@@ -35,7 +35,12 @@ from memstream.ops.progress import ProgressCallback
 from memstream.ops.rebuild import rebuild_clickhouse, rebuild_qdrant
 from memstream.ops.topic_restart import ConsumerRestart
 from memstream.wiring.api import build_api_deps, build_memory_deps
-from memstream.wiring.processors import build_recovery, consumers_of, create_processor, processor_names
+from memstream.wiring.processors import (
+    build_recovery,
+    consumers_of,
+    create_processor,
+    node_processor_names,
+)
 from processors.compaction_recovery import CompactionRecovery
 from sinks.objectstore.health import ObjectStoreProbe
 from sinks.postgres.outbox import PostgresEntriesOutbox
@@ -144,7 +149,7 @@ async def build_node(
     supervisor = ProcessorSupervisor(  # restarts a crashed processor alone: it never stops the node
         {
             name: functools.partial(create_processor, name, settings, engines=engines)
-            for name in processor_names()
+            for name in node_processor_names(settings)  # the others run in workers
         },
         settings,
         progress=progress,

@@ -228,6 +228,27 @@ known without building the processor: the node republishes a topic from the lowe
 the groups that consume it."""
 
 
+THREAD_MEMORY: tuple[str, ...] = ("flush", "summarizer", "thresholds")
+"""The processors that read the journal and write through the node's Postgres pool (a thread's
+counters, compaction, agent-memory flush, summary). Outside the node, `memstream worker` gives them
+a read-only view of the journal (`sinks.slatedb.reader`), its own pool and chat model. Run together
+as `memstream worker --group thread-memory`; `memstream up` runs them in such a worker."""
+
+GROUPS: Mapping[str, tuple[str, ...]] = {"thread-memory": THREAD_MEMORY}
+"""Named sets of processors that `memstream worker --group NAME` runs."""
+
+
+def node_processor_names(settings: Settings) -> list[str]:
+    """The processors the node hosts: `settings.node_processors`, or every registered one when
+    unset. An unknown name raises UnknownProcessor (listing the registered ones)."""
+    if settings.node_processors is None:
+        return processor_names()
+    for name in settings.node_processors:
+        if name not in PROCESSORS:
+            raise UnknownProcessor(name, list(PROCESSORS))
+    return sorted(set(settings.node_processors))
+
+
 def consumers_of(topic: str) -> list[str]:
     """The registered processors that consume `topic` (unprefixed), sorted."""
     return sorted(name for name, topics in SOURCES.items() if topic in topics)

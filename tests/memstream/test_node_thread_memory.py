@@ -5,44 +5,22 @@ summary, then the 20-message window."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 from core.config import Settings
 from tests.memstream.node_process import running_node
+from tests.memstream.thread_memory import append_messages as _append
+from tests.memstream.thread_memory import wait_for_summary as _wait_for_summary
 
 
 @pytest.fixture
 def client(settings: Settings, tmp_path: Path) -> Iterator[httpx.Client]:
     with running_node(settings, tmp_path) as node:
         yield node.api
-
-
-def _append(client: httpx.Client, thread: str, user: str, n: int, first: str) -> None:
-    messages: list[dict[str, Any]] = [{"message_id": f"{thread}-0", "role": "user", "content": first}]
-    for i in range(1, n):
-        role = "user" if i % 2 == 0 else "assistant"
-        messages.append(
-            {"message_id": f"{thread}-{i}", "role": role, "content": f"Message {i} about the trip."}
-        )
-    body = {"agent_id": "bot", "user_id": user, "messages": messages}
-    response = client.post(f"/v1/threads/{thread}/messages", json=body)
-    assert response.status_code == 201, response.text
-
-
-def _wait_for_summary(client: httpx.Client, thread: str, timeout: float = 120) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        context: dict[str, Any] = client.get(f"/v1/threads/{thread}/context").json()
-        if context["metadata"].get("summary_version"):
-            return context
-        assert time.monotonic() < deadline, f"no summary for {thread}: {context['metadata']}"
-        time.sleep(0.5)
 
 
 def test_crossing_the_threshold_flushes_facts_then_summarizes(client: httpx.Client) -> None:

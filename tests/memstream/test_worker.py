@@ -1,5 +1,7 @@
-"""run_worker (`memstream worker NAME`): unknown names, SIGTERM handling, a crashed processor
-restarted instead of ending the worker, a processor that cannot run ending it."""
+"""run_worker (`memstream worker NAME...`): unknown names, SIGTERM handling, a crashed processor
+restarted instead of ending the worker, a processor that cannot run ending it, the thread-memory
+processors refusing to start without the node's journal. (They run end to end in a worker in
+`tests/memstream/test_worker_thread_memory.py`.)"""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import pytest
 from core.config import Settings
 from memstream.engines import Engines
 from memstream.wiring.processors import ProcessorFactory
-from memstream.worker import run_worker
+from memstream.worker import WorkerCannotStart, run_worker
 from streams.runtime import ProcessorCrashed, Record, RuntimeOptions, UnknownProcessor
 from streams.runtime.errors import ProcessorCannotRun
 from streams.runtime.processor import InvalidMessage, Processor
@@ -36,6 +38,8 @@ def test_run_worker_names_the_registered_processors_for_an_unknown_name() -> Non
     with pytest.raises(UnknownProcessor, match=r"'nope'; registered processors: alpha, beta") as raised:
         run_worker("nope", Settings(), processors=factories)
     assert raised.value.available == ["alpha", "beta"]
+    with pytest.raises(UnknownProcessor, match="'nope'"):
+        run_worker(["alpha", "nope"], Settings(), processors=factories)
 
 
 def test_run_worker_runs_until_sigterm(
@@ -114,3 +118,27 @@ def test_run_worker_exits_when_its_processor_cannot_run_here(tmp_path: Path) -> 
             processors={"writer": lambda s, _e: NeedsTheNode("writer", "postgresql://unused")},
         )
     assert isinstance(raised.value.__cause__, ProcessorCannotRun)
+
+
+def test_thread_memory_processors_do_not_start_without_the_nodes_journal(settings: Settings) -> None:
+    """The node never opened a journal in this data dir: nothing to read, the worker says so."""
+    with pytest.raises(WorkerCannotStart, match="start the node first"):
+        run_worker(["thresholds", "summarizer"], settings)
+
+
+def test_thread_memory_processors_do_not_start_without_postgres(tmp_path: Path) -> None:
+    unreachable = Settings(data_dir=tmp_path, postgres_dsn="postgresql://u@127.0.0.1:1/none")
+    with pytest.raises(WorkerCannotStart, match="need Postgres"):
+        run_worker(["flush"], unreachable)
+
+
+def test_the_worker_command_lists_and_checks_groups(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from memstream.cli import main
+
+    env = {"MEMSTREAM_DATA_DIR": str(tmp_path)}
+    listed = CliRunner().invoke(main, ["worker", "--list"], env=env)
+    assert listed.exit_code == 0 and "--group thread-memory: flush summarizer thresholds" in listed.output
+    unknown = CliRunner().invoke(main, ["worker", "--group", "nope"], env=env)
+    assert unknown.exit_code != 0 and "unknown group 'nope'; groups: thread-memory" in unknown.output

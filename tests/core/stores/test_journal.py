@@ -1,13 +1,15 @@
 """The `Journal` contract (`core.stores.journal`), on every journal: the in-memory fake and SlateDB.
 Offsets, seqs and idempotency are asserted in full: appends (validation before anything is
-written, idempotent retries, conflicts) and reads (last, after, read_from_seq, tenancy). What only
-SlateDB does (group commit, durability across reopening, fencing, keys, object stores) is in
-`tests/sinks/slatedb/`."""
+written, idempotent retries, conflicts) and reads (last, after, read_from_seq, tenancy). The reads
+run on the read-only reader of a SlateDB journal too (`reads`: the test writes through the writer
+and reads through the reader once it caught up). What only SlateDB does (group commit, durability
+across reopening, fencing, keys, object stores, the reader's waits) is in `tests/sinks/slatedb/`."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -19,8 +21,9 @@ from core.journal.models import Message, NewMessage, ToolCall
 from core.journal.tokens import count_tokens
 from core.stores.journal import Journal
 from sinks.slatedb.journal import SlateJournal
+from sinks.slatedb.reader import SlateJournalReader
 from tests.fakes.journal import InMemoryJournal
-from tests.sinks.slatedb.helpers import every_call_is_fenced, thread, tool_call_pair, user
+from tests.sinks.slatedb.helpers import eventually, every_call_is_fenced, thread, tool_call_pair, user
 
 
 @pytest.fixture(params=["memory", "slatedb"])
@@ -33,6 +36,42 @@ async def journal(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
     )
     yield opened
     await opened.close()
+
+
+@dataclass
+class Reads:
+    """A journal to write through (`writer`) and a view of it to read through (`view`: the writer
+    itself, or a read-only reader of it in the same test process)."""
+
+    writer: Journal
+    view: Journal
+
+    async def caught_up(self) -> Journal:
+        """The view, once it shows every seq the writer made durable."""
+        target = await self.writer.last_seq()
+
+        async def shown() -> bool:
+            return await self.view.last_seq() >= target
+
+        await eventually(shown)
+        return self.view
+
+
+@pytest.fixture(params=["memory", "slatedb", "slatedb-reader"])
+async def reads(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Reads]:
+    """An empty journal and the view the read tests read through."""
+    if request.param == "memory":
+        memory = InMemoryJournal()
+        yield Reads(memory, memory)
+        return
+    url = f"file://{tmp_path}/journal"
+    writer = await SlateJournal.open(url)
+    view: Journal = writer
+    if request.param == "slatedb-reader":
+        view = await SlateJournalReader.open(url, poll_interval_ms=20)
+    yield Reads(writer, view)
+    await view.close()
+    await writer.close()
 
 
 @pytest.fixture(params=["memory", "slatedb"])
@@ -277,26 +316,29 @@ async def fill(journal: Journal, count: int, thread_id: str = "t1", account_id: 
         await journal.append(t, "a", None, [user(f"{thread_id}-{i}") for i in chunk])
 
 
-async def test_last_returns_the_newest_oldest_first(journal: Journal) -> None:
-    await fill(journal, 30)
-    await fill(journal, 5, "t2")
+async def test_last_returns_the_newest_oldest_first(reads: Reads) -> None:
+    await fill(reads.writer, 30)
+    await fill(reads.writer, 5, "t2")
+    journal = await reads.caught_up()
     last = await journal.last(thread(), 20)
     assert [m.offset for m in last] == list(range(10, 30))
     assert [m.content for m in await journal.last(thread(), 1)] == ["t1-29"]
 
 
-async def test_last_edge_cases(journal: Journal) -> None:
-    assert await journal.last(thread(), 5) == []  # empty thread
-    await fill(journal, 3)
+async def test_last_edge_cases(reads: Reads) -> None:
+    assert await reads.view.last(thread(), 5) == []  # empty thread
+    await fill(reads.writer, 3)
+    journal = await reads.caught_up()
     assert await journal.last(thread(), 0) == []
     assert [m.offset for m in await journal.last(thread(), 100)] == [0, 1, 2]
     with pytest.raises(InvalidInput):
         await journal.last(thread(), -1)
 
 
-async def test_after_edge_cases(journal: Journal) -> None:
-    assert await journal.after(thread(), -1) == []
-    await fill(journal, 2500)
+async def test_after_edge_cases(reads: Reads) -> None:
+    assert await reads.view.after(thread(), -1) == []
+    await fill(reads.writer, 2500)
+    journal = await reads.caught_up()
     assert [m.offset for m in await journal.after(thread(), -1, 3)] == [0, 1, 2]
     assert [m.offset for m in await journal.after(thread(), 10, 2)] == [11, 12]
     assert len(await journal.after(thread(), -1)) == 1000  # default limit
@@ -311,9 +353,12 @@ async def test_after_edge_cases(journal: Journal) -> None:
         await journal.after(thread(), 0, -1)
 
 
-async def test_read_from_seq_spans_threads_in_seq_order(journal: Journal) -> None:
+async def test_read_from_seq_spans_threads_in_seq_order(reads: Reads) -> None:
+    assert await reads.view.last_seq() == 0
     for i in range(6):
-        await fill(journal, 2, f"t{i % 3}")
+        await fill(reads.writer, 2, f"t{i % 3}")
+    journal = await reads.caught_up()
+    assert await journal.last_seq() == 12
     relayed = await journal.read_from_seq(0, 100)
     assert [m.seq for m in relayed] == list(range(1, 13))
     assert [m.thread_id for m in relayed[:6]] == ["t0", "t0", "t1", "t1", "t2", "t2"]
@@ -323,11 +368,13 @@ async def test_read_from_seq_spans_threads_in_seq_order(journal: Journal) -> Non
         await journal.read_from_seq(-1, 10)
 
 
-async def test_threads_of_other_accounts_and_environments_are_invisible(journal: Journal) -> None:
-    await journal.append(thread("shared", "acc1"), "a", None, [user("for acc1")])
-    await journal.append(thread("shared", "acc2"), "a", None, [user("for acc2"), user("more acc2")])
-    await journal.append(thread("shared", "acc1", "prod"), "a", None, [user("prod acc1")])
-    await journal.append(thread("shared1", "acc1"), "a", None, [user("longer thread id")])
+async def test_threads_of_other_accounts_and_environments_are_invisible(reads: Reads) -> None:
+    writer = reads.writer
+    await writer.append(thread("shared", "acc1"), "a", None, [user("for acc1")])
+    await writer.append(thread("shared", "acc2"), "a", None, [user("for acc2"), user("more acc2")])
+    await writer.append(thread("shared", "acc1", "prod"), "a", None, [user("prod acc1")])
+    await writer.append(thread("shared1", "acc1"), "a", None, [user("longer thread id")])
+    journal = await reads.caught_up()
     assert [m.content for m in await journal.last(thread("shared", "acc1"), 10)] == ["for acc1"]
     assert [m.content for m in await journal.after(thread("shared", "acc2"), -1)] == ["for acc2", "more acc2"]
     assert [m.content for m in await journal.last(thread("shared", "acc1", "prod"), 10)] == ["prod acc1"]

@@ -79,3 +79,27 @@ def test_status_calls_a_killed_supervisor_gone_while_it_is_a_zombie(tmp_path: Pa
         assert not check.ok and "is gone" in check.detail, check
     finally:
         supervisor.wait(5)
+
+
+def test_status_checks_the_worker_process_when_the_stack_runs_one(tmp_path: Path) -> None:
+    settings = Settings(
+        data_dir=tmp_path, broker_url=f"kafka://127.0.0.1:{free_port()}", api_port=free_port()
+    )
+    worker = subprocess.Popen(["sleep", "30"])
+    (tmp_path / "run").mkdir()
+    try:
+        state = {"supervisor_pid": 0, "services": {"worker": {"pid": worker.pid, "log": "worker.log"}}}
+        (tmp_path / "run" / "state.json").write_text(json.dumps(state))
+        _, checks = status_checks(settings)
+        check = next(c for c in checks if c.name == "worker (thread memory)")
+        assert check.ok and f"pid {worker.pid}" in check.detail, check
+        worker.kill()
+        worker.wait(5)
+        _, checks = status_checks(settings)
+        check = next(c for c in checks if c.name == "worker (thread memory)")
+        assert not check.ok and "is gone" in check.detail, check
+    finally:
+        worker.kill()
+        worker.wait(5)
+    (tmp_path / "run" / "state.json").write_text(json.dumps({"supervisor_pid": 0, "services": {}}))
+    assert all(c.name != "worker (thread memory)" for c in status_checks(settings)[1])

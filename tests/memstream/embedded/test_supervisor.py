@@ -38,7 +38,7 @@ def test_up_status_stop_and_restart_keeps_data(stack_env: dict[str, str], tmp_pa
         assert status.returncode == 0, status.stdout + status.stderr
         state = json.loads(status.stdout)["state"]
         pids = [svc["pid"] for svc in state["services"].values()]
-        assert set(state["services"]) == {"broker", "postgres", "redis", "node"}
+        assert set(state["services"]) == {"broker", "postgres", "redis", "node", "worker"}
 
         key = (data_dir / "api-key").read_text().strip()
         headers = {"Authorization": f"Bearer {key}"}

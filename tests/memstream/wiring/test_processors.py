@@ -6,11 +6,14 @@ import pytest
 
 from core.config import Settings
 from memstream.wiring.processors import (
+    GROUPS,
     PROCESSORS,
     SOURCES,
+    THREAD_MEMORY,
     ProcessorFactory,
     consumers_of,
     create_processor,
+    node_processor_names,
     processor_names,
 )
 from streams.runtime import UnknownProcessor
@@ -53,3 +56,17 @@ def test_the_declared_sources_are_what_each_processor_consumes() -> None:
     for name in PROCESSORS:
         assert create_processor(name, Settings()).source_topics == SOURCES[name]
     assert consumers_of("journal.messages") == ["clickhouse-projection", "thresholds"]
+
+
+def test_the_node_hosts_every_processor_unless_told_otherwise() -> None:
+    assert node_processor_names(Settings()) == processor_names()
+    hosted = Settings(node_processors=["qdrant-projection", "clickhouse-projection", "qdrant-projection"])
+    assert node_processor_names(hosted) == ["clickhouse-projection", "qdrant-projection"]
+    assert node_processor_names(Settings(node_processors=[])) == []
+    with pytest.raises(UnknownProcessor, match="'nope'"):
+        node_processor_names(Settings(node_processors=["thresholds", "nope"]))
+
+
+def test_the_thread_memory_group_is_registered_processors() -> None:
+    assert set(GROUPS["thread-memory"]) == set(THREAD_MEMORY) == {"thresholds", "flush", "summarizer"}
+    assert set(THREAD_MEMORY) <= set(PROCESSORS)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
 import pytest
 
 from core.errors import JournalFenced
@@ -44,3 +48,11 @@ async def every_call_is_fenced(journal: Journal) -> None:
     for call in calls:
         with pytest.raises(JournalFenced, match="opened by another writer; this writer is fenced"):
             await call
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout_s: float = 10.0) -> None:
+    """Wait until `check()` holds (e.g. a journal reader saw a write), polling every 10 ms."""
+    deadline = time.monotonic() + timeout_s
+    while not await check():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.01)
