@@ -142,6 +142,13 @@ class Settings(BaseSettings):
         "(acknowledged appends are durable either way)",
     )
 
+    api_key_cache_ttl_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="how long a node may answer API key lookups from memory (0: never); a revoked key "
+        "is refused on every node once Postgres announces it, and after this long at the latest",
+    )
+
     # journal tuning
     journal_flush_interval_ms: int = 2
     journal_max_message_bytes: int = 1_000_000

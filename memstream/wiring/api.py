@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncpg
 
+from core.cached_api_keys import CachedApiKeys
 from core.config import Settings
 from core.embeddings.base import Embedder, SparseEncoder
 from core.memory.agents import AgentService
@@ -14,6 +15,7 @@ from core.memory.pinned import MemoryPinnedFacts, NoPinnedFacts, PinnedFactsProv
 from core.memory.recall import Recaller
 from core.memory.service import MemoryService
 from core.memory.tools import MemoryTools
+from core.stores.api_keys import ApiKeyStore
 from core.stores.journal import Journal
 from core.stores.vectors import VectorIndex
 from core.summaries.layered import CachedSummaryReader
@@ -26,6 +28,7 @@ from sinks.objectstore.health import ObjectStoreProbe
 from sinks.objectstore.summaries import ObjectStoreSummaryReader
 from sinks.postgres.agents import PostgresAgents
 from sinks.postgres.api_keys import PostgresApiKeys
+from sinks.postgres.invalidation import API_KEYS_CHANNEL, PostgresInvalidations
 from sinks.postgres.memory import PostgresMemoryStore
 from sinks.postgres.threads import PostgresThreadStore
 from sinks.redis.summary_cache import RedisSummaryCache
@@ -63,6 +66,7 @@ def build_api_deps(
     summary_cache: RedisSummaryCache | None = None,
     transcripts: JournalTools | None = None,
     processors: ProcessorStatuses | None = None,
+    invalidations: PostgresInvalidations | None = None,
 ) -> ApiDeps:
     """The standard wiring: Postgres threads, summaries from `settings.object_store` (through the
     Redis cache `summary_cache`, else through one on `settings.redis` when `settings.redis_url` is
@@ -71,6 +75,8 @@ def build_api_deps(
     `processors` when given. `summaries`, when given,
     replaces the object store reader (and is cached only when `summary_cache` is given too).
     `/readyz` checks `settings.object_store` (the summarizer writes there whatever the reader).
+    With `invalidations` (whose `run` the caller starts), API keys are looked up through a cache
+    (`core.cached_api_keys`, `settings.api_key_cache_ttl_s`) fed by it; without, in Postgres.
 
     Does no I/O (the object store and Redis clients connect lazily).
     """
@@ -84,11 +90,16 @@ def build_api_deps(
     if summary_cache is not None:
         summaries = CachedSummaryReader(summary_cache, summaries)
     reader = ContextReader(journal, threads, pinned, summaries)
+    api_keys: ApiKeyStore = PostgresApiKeys(pool)
+    if invalidations is not None and settings.api_key_cache_ttl_s > 0:
+        cached = CachedApiKeys(api_keys, ttl_s=settings.api_key_cache_ttl_s)
+        invalidations.subscribe(API_KEYS_CHANNEL, cached)
+        api_keys = cached
     return ApiDeps(
         settings=settings,
         journal=journal,
         pool=pool,
-        api_keys=PostgresApiKeys(pool),
+        api_keys=api_keys,
         agents=memory.agents if memory is not None else AgentService(PostgresAgents(pool)),
         threads=threads,
         context_reader=reader,
