@@ -78,8 +78,27 @@ class PostgresInvalidations:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), self.retry_s)
 
+    async def _acquire(self, stop: asyncio.Event) -> asyncpg.pool.PoolConnectionProxy | None:
+        """A pooled connection, or None once `stop` is set first (a connect to a server that is
+        down may take long: it must not hold up the node's stop)."""
+        acquiring = asyncio.ensure_future(self.pool.acquire())
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({acquiring, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+        if acquiring.done():
+            return acquiring.result()  # the connection, or its error
+        acquiring.cancel()
+        await asyncio.wait({acquiring})
+        if not acquiring.cancelled() and acquiring.exception() is None:
+            await self.pool.release(acquiring.result())  # acquired as it was cancelled
+        return None
+
     async def _listen(self, stop: asyncio.Event) -> None:
-        conn = await self.pool.acquire()
+        conn = await self._acquire(stop)
+        if conn is None:
+            return
         healthy = False
         try:
             for channel in self._feeds:

@@ -141,3 +141,19 @@ async def test_the_feed_gives_back_a_connection_that_listens_to_nothing(pool: as
     for _ in range(pool.get_size()):
         async with pool.acquire() as conn:
             assert await conn.fetch("SELECT pg_listening_channels()") == []
+
+
+async def test_the_feed_stops_while_waiting_for_a_connection(pool: asyncpg.Pool) -> None:
+    feed = PostgresInvalidations(pool)
+    feed.subscribe(API_KEYS_CHANNEL, CachedApiKeys(PostgresApiKeys(pool)))
+    taken = [await pool.acquire() for _ in range(pool.get_max_size())]  # the pool is exhausted
+    try:
+        stop = asyncio.Event()
+        task = asyncio.create_task(feed.run(stop))
+        await asyncio.sleep(0.2)
+        assert not feed.live.is_set()
+        stop.set()
+        await asyncio.wait_for(task, 5)
+    finally:
+        for conn in taken:
+            await pool.release(conn)
