@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncpg
 
 from core.cached_api_keys import CachedApiKeys
+from core.cached_threads import CachedThreads
 from core.config import Settings
 from core.embeddings.base import Embedder, SparseEncoder
 from core.memory.agents import AgentService
@@ -20,7 +21,7 @@ from core.stores.journal import Journal
 from core.stores.vectors import VectorIndex
 from core.summaries.layered import CachedSummaryReader
 from core.summaries.models import SummaryReader
-from core.threads import ThreadService
+from core.threads import ThreadService, ThreadStore
 from core.transcripts.tools import JournalTools
 from core.turn_context import ContextReader
 from memstream.api.deps import ApiDeps, MemoryDeps, ProcessorStatuses
@@ -28,7 +29,7 @@ from sinks.objectstore.health import ObjectStoreProbe
 from sinks.objectstore.summaries import ObjectStoreSummaryReader
 from sinks.postgres.agents import PostgresAgents
 from sinks.postgres.api_keys import PostgresApiKeys
-from sinks.postgres.invalidation import API_KEYS_CHANNEL, PostgresInvalidations
+from sinks.postgres.invalidation import API_KEYS_CHANNEL, THREADS_CHANNEL, PostgresInvalidations
 from sinks.postgres.memory import PostgresMemoryStore
 from sinks.postgres.threads import PostgresThreadStore
 from sinks.redis.summary_cache import RedisSummaryCache
@@ -75,12 +76,18 @@ def build_api_deps(
     `processors` when given. `summaries`, when given,
     replaces the object store reader (and is cached only when `summary_cache` is given too).
     `/readyz` checks `settings.object_store` (the summarizer writes there whatever the reader).
-    With `invalidations` (whose `run` the caller starts), API keys are looked up through a cache
-    (`core.cached_api_keys`, `settings.api_key_cache_ttl_s`) fed by it; without, in Postgres.
+    With `invalidations` (whose `run` the caller starts), API keys and threads are looked up
+    through caches fed by it (`core.cached_api_keys`, `core.cached_threads`;
+    `settings.api_key_cache_ttl_s`, `settings.thread_cache_ttl_s`); without, in Postgres.
 
     Does no I/O (the object store and Redis clients connect lazily).
     """
-    threads = ThreadService(PostgresThreadStore(pool), journal)
+    thread_store: ThreadStore = PostgresThreadStore(pool)
+    if invalidations is not None and settings.thread_cache_ttl_s > 0:
+        cached_threads = CachedThreads(thread_store, ttl_s=settings.thread_cache_ttl_s)
+        invalidations.subscribe(THREADS_CHANNEL, cached_threads)
+        thread_store = cached_threads
+    threads = ThreadService(thread_store, journal)
     if pinned is None:
         pinned = memory.pinned if memory is not None else NoPinnedFacts()
     if summaries is None:

@@ -1,6 +1,7 @@
-"""The cache change feed (`sinks.postgres.invalidation`) and the API key cache
-(`core.cached_api_keys`) on the real embedded Postgres: a key revoked on another node (another
-pool and store) is refused once the NOTIFY arrives, one revoked on this node at once; the feed
+"""The cache change feed (`sinks.postgres.invalidation`), the API key cache (`core.cached_api_keys`)
+and the thread cache (`core.cached_threads`) on the real embedded Postgres: a key revoked on
+another node (another pool and store) is refused once the NOTIFY arrives, one revoked on this node
+at once; likewise a thread's context window changed on another node or on this one; the feed
 notices a lost connection (the cache is bypassed) and listens again."""
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ import pytest
 
 from core.auth import issue_key, revoke_key, verify
 from core.cached_api_keys import CachedApiKeys
+from core.cached_threads import CachedThreads
 from core.errors import Unauthorized
 from sinks.postgres.api_keys import PostgresApiKeys
-from sinks.postgres.invalidation import API_KEYS_CHANNEL, PostgresInvalidations
+from sinks.postgres.invalidation import API_KEYS_CHANNEL, THREADS_CHANNEL, PostgresInvalidations
 from sinks.postgres.pool import create_pool
+from sinks.postgres.threads import PostgresThreadStore
 
 
 @pytest.fixture
@@ -157,3 +160,65 @@ async def test_the_feed_stops_while_waiting_for_a_connection(pool: asyncpg.Pool)
     finally:
         for conn in taken:
             await pool.release(conn)
+
+
+@pytest.fixture
+async def threads(pool: asyncpg.Pool) -> AsyncIterator[CachedThreads]:
+    """This node's cached threads (a TTL far beyond the test: only notices evict), its feed live."""
+    cached = CachedThreads(PostgresThreadStore(pool), ttl_s=600)
+    invalidations = PostgresInvalidations(pool, ping_s=0.2)
+    invalidations.subscribe(THREADS_CHANNEL, cached)
+    stop = asyncio.Event()
+    task = asyncio.create_task(invalidations.run(stop))
+    await asyncio.wait_for(invalidations.live.wait(), 10)
+    try:
+        yield cached
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+
+
+async def window_within(threads: CachedThreads, account_id: str, window: int, bound_s: float) -> None:
+    deadline = time.monotonic() + bound_s
+    while True:
+        thread = await threads.get("test", account_id, "t1")
+        assert thread is not None
+        if thread.window_size == window:
+            return
+        assert time.monotonic() < deadline, f"window still {thread.window_size} after {bound_s}s"
+        await asyncio.sleep(0.01)
+
+
+async def test_a_thread_changed_on_another_node_shows_once_announced(
+    threads: CachedThreads, pg_dsn: str
+) -> None:
+    other_pool = await create_pool(pg_dsn, min_size=1, max_size=2)
+    try:
+        other = PostgresThreadStore(other_pool)  # another node
+        for account in ("acme", "globex"):
+            await other.upsert("test", account, "t1", "bot", None, {})
+            await window_within(threads, account, 20, 2.0)
+        scope = ("test", "acme", "t1")
+        deadline = time.monotonic() + 2.0
+        while threads.cache.get(scope) is None:  # cached (once the upserts' own notices are in)
+            assert time.monotonic() < deadline
+            await threads.get(*scope)
+            await asyncio.sleep(0.01)
+        await other.update_metadata(
+            "test", "acme", "t1", lambda _: {"config": {"max_working_memory_messages": 2}}
+        )
+        await window_within(threads, "acme", 2, 2.0)
+        await window_within(threads, "globex", 20, 0.0)  # another account's thread of the same id
+        await other.upsert("test", "acme", "t1", "bot", None, {})  # PUT: the window back to 20
+        await window_within(threads, "acme", 20, 2.0)
+    finally:
+        await other_pool.close()
+
+
+async def test_a_thread_changed_on_this_node_shows_at_once(threads: CachedThreads) -> None:
+    await threads.upsert("test", "acme", "t1", "bot", None, {})
+    await window_within(threads, "acme", 20, 0.0)
+    await threads.update_metadata(
+        "test", "acme", "t1", lambda _: {"config": {"max_working_memory_messages": 2}}
+    )
+    await window_within(threads, "acme", 2, 0.0)
