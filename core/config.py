@@ -154,6 +154,19 @@ class Settings(BaseSettings):
         ge=1,
         description="how often a worker's read-only view of the journal looks for new durable writes",
     )
+    api_key_cache_ttl_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="how long a node may answer API key lookups from memory (0: never); a revoked key "
+        "is refused on every node once Postgres announces it, and after this long at the latest",
+    )
+    thread_cache_ttl_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="how long a node may answer thread lookups (metadata: the context window) from "
+        "memory (0: never); a change shows on every node once Postgres announces it, and after this "
+        "long at the latest",
+    )
 
     # journal tuning
     journal_flush_interval_ms: int = 2

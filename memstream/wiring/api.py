@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncpg
 
+from core.cached_api_keys import CachedApiKeys
+from core.cached_threads import CachedThreads
 from core.config import Settings
 from core.embeddings.base import Embedder, SparseEncoder
 from core.memory.agents import AgentService
@@ -14,11 +16,12 @@ from core.memory.pinned import MemoryPinnedFacts, NoPinnedFacts, PinnedFactsProv
 from core.memory.recall import Recaller
 from core.memory.service import MemoryService
 from core.memory.tools import MemoryTools
+from core.stores.api_keys import ApiKeyStore
 from core.stores.journal import Journal
 from core.stores.vectors import VectorIndex
 from core.summaries.layered import CachedSummaryReader
 from core.summaries.models import SummaryReader
-from core.threads import ThreadService
+from core.threads import ThreadService, ThreadStore
 from core.transcripts.tools import JournalTools
 from core.turn_context import ContextReader
 from memstream.api.deps import ApiDeps, MemoryDeps, ProcessorStatuses
@@ -26,6 +29,7 @@ from sinks.objectstore.health import ObjectStoreProbe
 from sinks.objectstore.summaries import ObjectStoreSummaryReader
 from sinks.postgres.agents import PostgresAgents
 from sinks.postgres.api_keys import PostgresApiKeys
+from sinks.postgres.invalidation import API_KEYS_CHANNEL, THREADS_CHANNEL, PostgresInvalidations
 from sinks.postgres.memory import PostgresMemoryStore
 from sinks.postgres.threads import PostgresThreadStore
 from sinks.redis.summary_cache import RedisSummaryCache
@@ -63,6 +67,7 @@ def build_api_deps(
     summary_cache: RedisSummaryCache | None = None,
     transcripts: JournalTools | None = None,
     processors: ProcessorStatuses | None = None,
+    invalidations: PostgresInvalidations | None = None,
 ) -> ApiDeps:
     """The standard wiring: Postgres threads, summaries from `settings.object_store` (through the
     Redis cache `summary_cache`, else through one on `settings.redis` when `settings.redis_url` is
@@ -71,10 +76,18 @@ def build_api_deps(
     `processors` when given. `summaries`, when given,
     replaces the object store reader (and is cached only when `summary_cache` is given too).
     `/readyz` checks `settings.object_store` (the summarizer writes there whatever the reader).
+    With `invalidations` (whose `run` the caller starts), API keys and threads are looked up
+    through caches fed by it (`core.cached_api_keys`, `core.cached_threads`;
+    `settings.api_key_cache_ttl_s`, `settings.thread_cache_ttl_s`); without, in Postgres.
 
     Does no I/O (the object store and Redis clients connect lazily).
     """
-    threads = ThreadService(PostgresThreadStore(pool), journal)
+    thread_store: ThreadStore = PostgresThreadStore(pool)
+    if invalidations is not None and settings.thread_cache_ttl_s > 0:
+        cached_threads = CachedThreads(thread_store, ttl_s=settings.thread_cache_ttl_s)
+        invalidations.subscribe(THREADS_CHANNEL, cached_threads)
+        thread_store = cached_threads
+    threads = ThreadService(thread_store, journal)
     if pinned is None:
         pinned = memory.pinned if memory is not None else NoPinnedFacts()
     if summaries is None:
@@ -84,11 +97,16 @@ def build_api_deps(
     if summary_cache is not None:
         summaries = CachedSummaryReader(summary_cache, summaries)
     reader = ContextReader(journal, threads, pinned, summaries)
+    api_keys: ApiKeyStore = PostgresApiKeys(pool)
+    if invalidations is not None and settings.api_key_cache_ttl_s > 0:
+        cached = CachedApiKeys(api_keys, ttl_s=settings.api_key_cache_ttl_s)
+        invalidations.subscribe(API_KEYS_CHANNEL, cached)
+        api_keys = cached
     return ApiDeps(
         settings=settings,
         journal=journal,
         pool=pool,
-        api_keys=PostgresApiKeys(pool),
+        api_keys=api_keys,
         agents=memory.agents if memory is not None else AgentService(PostgresAgents(pool)),
         threads=threads,
         context_reader=reader,

@@ -43,6 +43,7 @@ from memstream.wiring.processors import (
 )
 from processors.compaction_recovery import CompactionRecovery
 from sinks.objectstore.health import ObjectStoreProbe
+from sinks.postgres.invalidation import PostgresInvalidations
 from sinks.postgres.outbox import PostgresEntriesOutbox
 from sinks.postgres.progress import PostgresProgress
 from sinks.redis.summary_cache import RedisSummaryCache
@@ -74,6 +75,7 @@ class Node:
     engines: Engines
     summary_cache: RedisSummaryCache
     memory: MemoryDeps
+    invalidations: PostgresInvalidations
 
     def tasks(self, stop: asyncio.Event) -> list[asyncio.Task[None]]:
         """Start every component except the API; each runs until `stop` is set (or it fails)."""
@@ -87,6 +89,7 @@ class Node:
                 run_daily(self.memory.service, utc_now, stop, at=self.settings.hygiene_at), name="hygiene"
             ),
             asyncio.create_task(watch_fence(self.journal, stop), name="fence-watch"),
+            asyncio.create_task(self.invalidations.run(stop), name="cache-invalidation"),
         ]
 
     async def close(self) -> None:
@@ -155,6 +158,7 @@ async def build_node(
         progress=progress,
     )
     topic_sync.restart_consumers = ConsumerRestart(settings, supervisor, consumers_of)
+    invalidations = PostgresInvalidations(pool)  # the API's caches' change feed (LISTEN)
     app = create_app(
         build_api_deps(
             settings,
@@ -164,6 +168,7 @@ async def build_node(
             summary_cache=summary_cache,
             transcripts=journal_tools,
             processors=supervisor,
+            invalidations=invalidations,
         )
     )
     app.include_router(
@@ -192,6 +197,7 @@ async def build_node(
         engines=engines,
         summary_cache=summary_cache,
         memory=memory,
+        invalidations=invalidations,
     )
 
 

@@ -6,7 +6,8 @@ checksum, applied_at), so a migration is either fully applied and recorded or no
 
 Concurrency: the whole run holds a session-level advisory lock on one connection, so any number
 of nodes may call `migrate` at the same time: one applies the pending migrations, the others wait
-and then find nothing left to do. The lock is released when the run ends (or the connection dies).
+and then find nothing left to do. The lock is released when the run ends (or the connection dies;
+when the unlock fails the connection is terminated: the pool does not unlock on release).
 
 Safety: a recorded migration whose file has changed since it was applied (checksum mismatch)
 stops the run with `MigrationError` before anything is applied. Versions recorded in the database
@@ -76,8 +77,8 @@ async def migrate(pool: asyncpg.Pool, migrations: Sequence[Migration] | None = N
     todo = list(migrations) if migrations is not None else load_migrations()
     applied_now: list[Migration] = []
     async with pool.acquire() as conn:
-        await conn.execute("SELECT pg_advisory_lock($1)", LOCK_KEY)
         try:
+            await conn.execute("SELECT pg_advisory_lock($1)", LOCK_KEY)  # possibly taken if interrupted
             await conn.execute(_CREATE_TABLE)
             recorded = {
                 row["version"]: row["checksum"]
@@ -103,7 +104,11 @@ async def migrate(pool: asyncpg.Pool, migrations: Sequence[Migration] | None = N
                     )
                 applied_now.append(migration)
         finally:
-            await conn.execute("SELECT pg_advisory_unlock($1)", LOCK_KEY)
+            try:
+                await conn.execute("SELECT pg_advisory_unlock($1)", LOCK_KEY)
+            except BaseException:
+                conn.terminate()  # the pool does not unlock on release (sinks.postgres.pool)
+                raise
     return applied_now
 
 

@@ -93,9 +93,14 @@ class _Listener:
             return False
 
     async def close(self) -> None:
-        with contextlib.suppress(Exception):
+        """UNLISTEN and give the connection back (terminated when UNLISTEN fails: the pool does not
+        UNLISTEN on release, `sinks.postgres.pool`)."""
+        try:
             if not self._conn.is_closed():
                 await self._conn.remove_listener(NOTIFY_CHANNEL, self.callback)
+        except Exception:
+            with contextlib.suppress(Exception):
+                self._conn.terminate()
         with contextlib.suppress(Exception):
             await self._pool.release(self._conn)
 

@@ -12,10 +12,18 @@ before sending anything). Its single-statement methods (`execute`, `executemany`
 `fetchval`, `fetchrow`, `fetchmany`) discard that connection and run the statement on another one
 (a new connection when the server is back; the driver's connection error when it is not). A
 statement that completed is not failed either when the connection breaks right after it (its
-release, which resets the connection, fails and discards it). Work on a connection taken with
+release, should it fail, discards the connection). Work on a connection taken with
 `acquire()` (a transaction) is not repeated: a connection ended while idle fails its first
 statement, and that error counts as Postgres being unavailable (`is_postgres_unavailable`: 503 for
 the API, an outage waited out for processors); the pool discards the connection on release.
+
+Release is cheap (`_keep_session`): asyncpg rolls back a transaction left open and drops the
+connection's listener callbacks, but the pool does not send asyncpg's default reset (`CLOSE ALL;
+UNLISTEN *; RESET ALL; SELECT pg_advisory_unlock_all()`, one round trip per release). So a pool
+user that changes session state undoes it before releasing, or terminates the connection when it
+cannot: the migrations' session advisory lock (`sinks.postgres.migrations`) and the LISTENs of the
+outbox relay and of the cache feed (`sinks.postgres.outbox`, `sinks.postgres.invalidation`). No
+other pool user sets session state (`SET`, session locks, `LISTEN`, holdable cursors, temp tables).
 """
 
 from __future__ import annotations
@@ -145,6 +153,10 @@ class Pool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg is untyped
             )
 
 
+async def _keep_session(_conn: asyncpg.Connection) -> None:
+    """The pool's reset after asyncpg's own rollback (module doc): nothing more."""
+
+
 async def create_pool(
     dsn: str, *, min_size: int = 1, max_size: int = 10, command_timeout: float = 30.0
 ) -> asyncpg.Pool:
@@ -160,6 +172,7 @@ async def create_pool(
         record_class=asyncpg.Record,
         command_timeout=command_timeout,
         init=_init_connection,
+        reset=_keep_session,
     )
     await pool
     return pool

@@ -229,3 +229,20 @@ async def test_messages_after_pages_and_is_scoped(service: ThreadService) -> Non
     with pytest.raises(InvalidInput) as info:
         await service.messages_after(ACME, "t1", -1, 1001)
     assert info.value.field == "limit"
+
+
+async def test_a_remembered_thread_still_shows_changes_made_on_another_node(
+    pool: asyncpg.Pool, journal: SlateJournal
+) -> None:
+    here = ThreadService(PostgresThreadStore(pool), journal)
+    there = ThreadService(PostgresThreadStore(pool), journal)  # another node: its own memory
+    await there.put(ACME, "t1", agent_id="bot", user_id="u1", metadata={})
+    await here.append(ACME, "t1", agent_id=None, user_id=None, messages=[user_message("one")])  # remembered
+    await there.patch_metadata(ACME, "t1", {"config": {"max_working_memory_messages": 4}})
+    assert (await here.get(ACME, "t1")).window_size == 4  # the context window is read fresh
+    with pytest.raises(NotFound):
+        await here.append(GLOBEX, "t1", agent_id=None, user_id=None, messages=[user_message("x")])
+    with pytest.raises(Conflict, match="belongs to user 'u1'"):
+        await here.append(ACME, "t1", agent_id=None, user_id="u2", messages=[user_message("x")])
+    [stored] = await here.append(ACME, "t1", agent_id=None, user_id=None, messages=[user_message("two")])
+    assert (stored.agent_id, stored.user_id, stored.offset) == ("bot", "u1", 1)

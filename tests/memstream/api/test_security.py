@@ -1,11 +1,20 @@
 from __future__ import annotations
 
+import asyncio
+import time
+
 import asyncpg
 import httpx
 import pytest
 
 from core.auth import issue_key, revoke_key, verify
+from core.cached_api_keys import CachedApiKeys
+from core.config import Settings
+from memstream.api import create_app
+from memstream.wiring.api import build_api_deps
 from sinks.postgres.api_keys import PostgresApiKeys
+from sinks.postgres.invalidation import PostgresInvalidations
+from sinks.slatedb.journal import SlateJournal
 
 from .conftest import Keys
 
@@ -67,3 +76,37 @@ async def test_key_of_another_environment_is_refused(client: httpx.AsyncClient, 
 
 async def test_health_needs_no_key(client: httpx.AsyncClient, keys: Keys) -> None:
     assert (await client.get("/healthz")).json() == {"status": "ok"}
+
+
+async def test_with_the_node_feed_a_key_revoked_elsewhere_is_refused_promptly(
+    api_settings: Settings, journal: SlateJournal, pool: asyncpg.Pool
+) -> None:
+    invalidations = PostgresInvalidations(pool)
+    deps = build_api_deps(api_settings, journal, pool, invalidations=invalidations)
+    assert isinstance(deps.api_keys, CachedApiKeys)
+    no_cache = api_settings.model_copy(update={"api_key_cache_ttl_s": 0.0})
+    assert isinstance(build_api_deps(no_cache, journal, pool).api_keys, PostgresApiKeys)
+    assert isinstance(
+        build_api_deps(no_cache, journal, pool, invalidations=invalidations).api_keys, PostgresApiKeys
+    )
+    stop = asyncio.Event()
+    feed = asyncio.create_task(invalidations.run(stop))
+    try:
+        await asyncio.wait_for(invalidations.live.wait(), 10)
+        transport = httpx.ASGITransport(app=create_app(deps))
+        async with httpx.AsyncClient(transport=transport, base_url="http://memstream.test") as client:
+            key = await issue_key(PostgresApiKeys(pool), "acme", "test")
+            headers = {"Authorization": f"Bearer {key}"}
+            assert (
+                await client.put("/v1/threads/t1", json={"agent_id": "bot"}, headers=headers)
+            ).status_code == 201
+            principal = await verify(PostgresApiKeys(pool), key, "test")
+            await revoke_key(PostgresApiKeys(pool), "acme", "test", principal.key_id)  # another node
+            deadline = time.monotonic() + 2.0  # the notice, well before the TTL
+            while (response := await client.get("/v1/threads/t1", headers=headers)).status_code != 401:
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.01)
+            assert "was revoked" in response.json()["error"]["message"]
+    finally:
+        stop.set()
+        await feed

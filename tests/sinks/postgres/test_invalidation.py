@@ -1,0 +1,224 @@
+"""The cache change feed (`sinks.postgres.invalidation`), the API key cache (`core.cached_api_keys`)
+and the thread cache (`core.cached_threads`) on the real embedded Postgres: a key revoked on
+another node (another pool and store) is refused once the NOTIFY arrives, one revoked on this node
+at once; likewise a thread's context window changed on another node or on this one; the feed
+notices a lost connection (the cache is bypassed) and listens again."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from core.auth import issue_key, revoke_key, verify
+from core.cached_api_keys import CachedApiKeys
+from core.cached_threads import CachedThreads
+from core.errors import Unauthorized
+from sinks.postgres.api_keys import PostgresApiKeys
+from sinks.postgres.invalidation import API_KEYS_CHANNEL, THREADS_CHANNEL, PostgresInvalidations
+from sinks.postgres.pool import create_pool
+from sinks.postgres.threads import PostgresThreadStore
+
+
+@pytest.fixture
+async def other_node(pool: asyncpg.Pool, pg_dsn: str) -> AsyncIterator[PostgresApiKeys]:
+    """The key store of another node: its own pool on the same database."""
+    other = await create_pool(pg_dsn, min_size=1, max_size=2)
+    try:
+        yield PostgresApiKeys(other)
+    finally:
+        await other.close()
+
+
+@pytest.fixture
+async def feed(pool: asyncpg.Pool) -> AsyncIterator[tuple[CachedApiKeys, PostgresInvalidations]]:
+    """This node's cached keys (a TTL far beyond the test: only notices evict) and its feed, live."""
+    keys = CachedApiKeys(PostgresApiKeys(pool), ttl_s=600)
+    invalidations = PostgresInvalidations(pool, ping_s=0.2, retry_s=0.1)
+    invalidations.subscribe(API_KEYS_CHANNEL, keys)
+    stop = asyncio.Event()
+    task = asyncio.create_task(invalidations.run(stop))
+    await asyncio.wait_for(invalidations.live.wait(), 10)
+    try:
+        yield keys, invalidations
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+
+
+def keys_hash(key: str) -> bytes:
+    return hashlib.sha256(key.encode()).digest()
+
+
+async def refused_within(keys: CachedApiKeys, key: str, bound_s: float) -> float:
+    """Seconds until `key` is refused as revoked (failing after `bound_s`)."""
+    start = time.monotonic()
+    while True:
+        try:
+            await verify(keys, key, "test")
+        except Unauthorized as exc:
+            assert "was revoked" in str(exc)
+            return time.monotonic() - start
+        assert time.monotonic() - start < bound_s, f"key still accepted after {bound_s}s"
+        await asyncio.sleep(0.01)
+
+
+async def test_a_key_revoked_on_another_node_is_refused_once_announced(
+    feed: tuple[CachedApiKeys, PostgresInvalidations], other_node: PostgresApiKeys
+) -> None:
+    keys, _ = feed
+    key = await issue_key(other_node, "acme", "test")
+    principal = await verify(keys, key, "test")
+    deadline = time.monotonic() + 2.0
+    while keys.cache.get(keys_hash(key)) is None:  # the insert's own notice may evict it once
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.01)
+        await verify(keys, key, "test")
+    await revoke_key(other_node, "acme", "test", principal.key_id)
+    assert await refused_within(keys, key, 2.0) < 2.0
+
+
+async def test_a_key_revoked_on_this_node_is_refused_at_once(
+    feed: tuple[CachedApiKeys, PostgresInvalidations],
+) -> None:
+    keys, _ = feed
+    key = await issue_key(keys, "acme", "test")
+    principal = await verify(keys, key, "test")
+    await revoke_key(keys, "acme", "test", principal.key_id)
+    with pytest.raises(Unauthorized, match="was revoked"):
+        await verify(keys, key, "test")
+
+
+async def test_a_key_created_on_another_node_after_a_miss_is_accepted(
+    feed: tuple[CachedApiKeys, PostgresInvalidations], pool: asyncpg.Pool, other_node: PostgresApiKeys
+) -> None:
+    keys, _ = feed
+    hashed = keys_hash("msk_" + "k" * 43)
+    assert await keys.find_by_hash(hashed, environment="test") is None  # cached "no such key"
+    await other_node.insert(
+        key_id="key_1", environment="test", account_id="acme", key_hash=hashed, prefix="p", label=""
+    )
+    deadline = time.monotonic() + 2.0
+    while await keys.find_by_hash(hashed, environment="test") is None:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.01)
+
+
+async def test_a_lost_feed_bypasses_the_cache_until_it_listens_again(
+    feed: tuple[CachedApiKeys, PostgresInvalidations], pool: asyncpg.Pool, other_node: PostgresApiKeys
+) -> None:
+    keys, invalidations = feed
+    key = await issue_key(keys, "acme", "test")
+    await verify(keys, key, "test")
+    killed = await pool.fetchval(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+        "AND (query LIKE 'LISTEN%' OR query = 'SELECT 1')"  # the feed's last statements
+    )
+    assert killed >= 1
+    deadline = time.monotonic() + 5.0
+    while invalidations.live.is_set():  # noticed by the next ping
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.01)
+    assert not keys.cache.live and len(keys.cache) == 0
+    await asyncio.wait_for(invalidations.live.wait(), 5.0)  # and listening again
+    principal = await verify(keys, key, "test")
+    await revoke_key(other_node, "acme", "test", principal.key_id)
+    await refused_within(keys, key, 2.0)
+
+
+async def test_the_feed_gives_back_a_connection_that_listens_to_nothing(pool: asyncpg.Pool) -> None:
+    keys = CachedApiKeys(PostgresApiKeys(pool))
+    invalidations = PostgresInvalidations(pool, ping_s=0.1)
+    invalidations.subscribe(API_KEYS_CHANNEL, keys)
+    stop = asyncio.Event()
+    task = asyncio.create_task(invalidations.run(stop))
+    await asyncio.wait_for(invalidations.live.wait(), 10)
+    stop.set()
+    await asyncio.wait_for(task, 10)
+    assert not keys.cache.live
+    for _ in range(pool.get_size()):
+        async with pool.acquire() as conn:
+            assert await conn.fetch("SELECT pg_listening_channels()") == []
+
+
+async def test_the_feed_stops_while_waiting_for_a_connection(pool: asyncpg.Pool) -> None:
+    feed = PostgresInvalidations(pool)
+    feed.subscribe(API_KEYS_CHANNEL, CachedApiKeys(PostgresApiKeys(pool)))
+    taken = [await pool.acquire() for _ in range(pool.get_max_size())]  # the pool is exhausted
+    try:
+        stop = asyncio.Event()
+        task = asyncio.create_task(feed.run(stop))
+        await asyncio.sleep(0.2)
+        assert not feed.live.is_set()
+        stop.set()
+        await asyncio.wait_for(task, 5)
+    finally:
+        for conn in taken:
+            await pool.release(conn)
+
+
+@pytest.fixture
+async def threads(pool: asyncpg.Pool) -> AsyncIterator[CachedThreads]:
+    """This node's cached threads (a TTL far beyond the test: only notices evict), its feed live."""
+    cached = CachedThreads(PostgresThreadStore(pool), ttl_s=600)
+    invalidations = PostgresInvalidations(pool, ping_s=0.2)
+    invalidations.subscribe(THREADS_CHANNEL, cached)
+    stop = asyncio.Event()
+    task = asyncio.create_task(invalidations.run(stop))
+    await asyncio.wait_for(invalidations.live.wait(), 10)
+    try:
+        yield cached
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+
+
+async def window_within(threads: CachedThreads, account_id: str, window: int, bound_s: float) -> None:
+    deadline = time.monotonic() + bound_s
+    while True:
+        thread = await threads.get("test", account_id, "t1")
+        assert thread is not None
+        if thread.window_size == window:
+            return
+        assert time.monotonic() < deadline, f"window still {thread.window_size} after {bound_s}s"
+        await asyncio.sleep(0.01)
+
+
+async def test_a_thread_changed_on_another_node_shows_once_announced(
+    threads: CachedThreads, pg_dsn: str
+) -> None:
+    other_pool = await create_pool(pg_dsn, min_size=1, max_size=2)
+    try:
+        other = PostgresThreadStore(other_pool)  # another node
+        for account in ("acme", "globex"):
+            await other.upsert("test", account, "t1", "bot", None, {})
+            await window_within(threads, account, 20, 2.0)
+        scope = ("test", "acme", "t1")
+        deadline = time.monotonic() + 2.0
+        while threads.cache.get(scope) is None:  # cached (once the upserts' own notices are in)
+            assert time.monotonic() < deadline
+            await threads.get(*scope)
+            await asyncio.sleep(0.01)
+        await other.update_metadata(
+            "test", "acme", "t1", lambda _: {"config": {"max_working_memory_messages": 2}}
+        )
+        await window_within(threads, "acme", 2, 2.0)
+        await window_within(threads, "globex", 20, 0.0)  # another account's thread of the same id
+        await other.upsert("test", "acme", "t1", "bot", None, {})  # PUT: the window back to 20
+        await window_within(threads, "acme", 20, 2.0)
+    finally:
+        await other_pool.close()
+
+
+async def test_a_thread_changed_on_this_node_shows_at_once(threads: CachedThreads) -> None:
+    await threads.upsert("test", "acme", "t1", "bot", None, {})
+    await window_within(threads, "acme", 20, 0.0)
+    await threads.update_metadata(
+        "test", "acme", "t1", lambda _: {"config": {"max_working_memory_messages": 2}}
+    )
+    await window_within(threads, "acme", 2, 0.0)
