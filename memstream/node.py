@@ -29,7 +29,7 @@ import uvicorn
 
 from core.config import Settings
 from core.errors import JournalFenced
-from memstream import exit_codes
+from memstream import event_loop, exit_codes
 from memstream.api.access_log import log_config
 from memstream.ops.admin_token import ensure_admin_token
 from memstream.permissions import restrict_dir, restrict_umask
@@ -92,6 +92,8 @@ async def _serve(
             port=settings.api_port,
             log_level="info",
             lifespan="off",
+            loop="none",  # serve() runs on the node's loop (`memstream.event_loop.run`: uvloop)
+            http=event_loop.http_protocol(),
             log_config=log_config(),
         )
     )
@@ -141,7 +143,7 @@ def serve(settings: Settings) -> int:
         await run_node(settings, stop)
 
     try:
-        asyncio.run(main())
+        event_loop.run(main())
     except JournalFenced as exc:
         log.error(
             "node stopped for good (exit status %d): another writer opened the journal (%s). Restarting "
