@@ -16,15 +16,22 @@ Refused with 422 (`core.inputs`; nothing is written), for every route at once:
   path inside the body (`messages[0].content`).
 
 A JSON body with bad syntax is passed on: the route answers it (422 `invalid_input`). The body is
-read once here and handed to the application unchanged.
+read once here and handed to the application unchanged; when it parsed, the parsed value goes with
+it in the scope (`PARSED_BODY`), and the routes of `GuardedRoute` take it from there instead of
+parsing the body a second time (the same value: `decode_json_body` parses as `json.loads` does,
+and refuses what it would accept only where the guard answers 422 anyway).
 """
 
 from __future__ import annotations
 
 import email.message
 import json
+from collections.abc import Callable, Coroutine
+from typing import Any
 from urllib.parse import parse_qsl
 
+from fastapi import Request, Response
+from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.errors import InvalidInput
@@ -47,6 +54,8 @@ CREDENTIAL_PARAMS = frozenset(
 )
 """Query parameter names (lower-cased) refused as credentials whatever their value."""
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+PARSED_BODY = "memstream.parsed_body"
+"""Scope key of `(body, value)`: the request body and its JSON value, as the guard parsed them."""
 
 
 class Refused(Exception):
@@ -122,7 +131,7 @@ class RequestGuard:
                 body, receive = buffered
                 if body:
                     try:
-                        decode_json_body(body)
+                        scope[PARSED_BODY] = (body, decode_json_body(body))
                     except json.JSONDecodeError:
                         pass  # the route reports bad syntax in its usual shape
         except Refused as exc:
@@ -154,3 +163,20 @@ async def _buffered(receive: Receive) -> tuple[bytes, Receive] | None:
         return await receive()
 
     return body, replayed
+
+
+class GuardedRoute(APIRoute):
+    """An `APIRoute` whose request body is the one `RequestGuard` parsed (`PARSED_BODY`), when it
+    did: FastAPI's handler then reads neither the body nor its JSON again (it still decides by the
+    content type whether the JSON value or the raw bytes are the body, exactly as before)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def guarded(request: Request) -> Response:
+            parsed = request.scope.get(PARSED_BODY)
+            if parsed is not None:
+                request._body, request._json = parsed
+            return await handler(request)
+
+        return guarded
