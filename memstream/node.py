@@ -26,6 +26,7 @@ from collections.abc import Iterator, Sequence
 
 import asyncpg
 import uvicorn
+from fastapi import FastAPI
 
 from core.config import Settings
 from core.errors import JournalFenced
@@ -85,18 +86,7 @@ async def _serve(
     admin_token: str,
 ) -> None:
     node = await build_node(settings, pool, journal, created_topics=created_topics, admin_token=admin_token)
-    server = _NodeServer(
-        uvicorn.Config(
-            node.app,
-            host=settings.api_host,
-            port=settings.api_port,
-            log_level="info",
-            lifespan="off",
-            loop="none",  # serve() runs on the node's loop (`memstream.event_loop.run`: uvloop)
-            http=event_loop.http_protocol(),
-            log_config=log_config(),
-        )
-    )
+    server = _NodeServer(server_config(settings, node.app))
     components_stop = asyncio.Event()
     api = asyncio.create_task(server.serve(), name="api")
     components = node.tasks(components_stop)
@@ -119,6 +109,23 @@ async def _serve(
     errors.sort(key=lambda error: not isinstance(error, JournalFenced))  # a fence explains the rest
     if errors and not stop.is_set():
         raise errors[0]
+
+
+def server_config(settings: Settings, app: FastAPI) -> uvicorn.Config:
+    """uvicorn's configuration of the node's API: on the node's loop (`memstream.event_loop`), with
+    httptools, credentials redacted from every log line, and the access log when
+    `settings.access_log`."""
+    return uvicorn.Config(
+        app,
+        host=settings.api_host,
+        port=settings.api_port,
+        log_level="info",
+        lifespan="off",
+        loop="none",  # serve() runs on the node's loop (`memstream.event_loop.run`: uvloop)
+        http=event_loop.http_protocol(),
+        log_config=log_config(),
+        access_log=settings.access_log,
+    )
 
 
 class _NodeServer(uvicorn.Server):
