@@ -1,7 +1,8 @@
 """The node's event loop and HTTP parser: uvloop and httptools when they import, asyncio and h11 otherwise.
 
 The node is CPU-bound on one event loop (README, Benchmarks): uvloop's loop (libuv, in C) and
-uvicorn's httptools protocol (llhttp, in C) cost a fraction of asyncio's pure-Python loop and
+uvicorn's httptools protocol (llhttp, in C; each response sent in one write,
+`memstream.http_protocol`) cost a fraction of asyncio's pure-Python loop and
 h11's parser per request. Both are dependencies; when either fails to import (a platform without
 a wheel) the node runs on the standard ones and says so in one log line. Everything else the
 node does is indifferent to the choice: signal handling (`memstream.shutdown.StopSignals` uses
@@ -37,11 +38,12 @@ def run(main: Coroutine[Any, Any, T]) -> T:
         return runner.run(main)
 
 
-def http_protocol() -> Literal["httptools", "h11"]:
-    """uvicorn's `http` setting: httptools, or h11 when httptools does not import."""
+def http_protocol() -> type[asyncio.Protocol] | Literal["h11"]:
+    """uvicorn's `http` setting: httptools, each response in one write
+    (`memstream.http_protocol.CoalescedHttpToolsProtocol`), or h11 when httptools does not import."""
     try:
-        import httptools  # noqa: F401
+        from memstream.http_protocol import CoalescedHttpToolsProtocol
     except ImportError as exc:
         log.warning("httptools unavailable (%s): parsing HTTP with h11", exc)
         return "h11"
-    return "httptools"
+    return CoalescedHttpToolsProtocol

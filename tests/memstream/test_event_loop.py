@@ -13,6 +13,7 @@ import pytest
 import uvloop
 
 from memstream import event_loop
+from memstream.http_protocol import CoalescedHttpToolsProtocol
 
 
 def test_the_node_loop_is_uvloop_and_runs_to_the_result() -> None:
@@ -21,7 +22,7 @@ def test_the_node_loop_is_uvloop_and_runs_to_the_result() -> None:
         return type(asyncio.get_running_loop())
 
     assert event_loop.run(main()) is uvloop.Loop
-    assert event_loop.http_protocol() == "httptools"
+    assert event_loop.http_protocol() is CoalescedHttpToolsProtocol
 
 
 def test_without_uvloop_or_httptools_the_node_runs_on_asyncio_and_h11(
@@ -36,7 +37,8 @@ def test_without_uvloop_or_httptools_the_node_runs_on_asyncio_and_h11(
 
     monkeypatch.setattr(builtins, "__import__", no_accelerators)
     monkeypatch.delitem(sys.modules, "uvloop")
-    monkeypatch.delitem(sys.modules, "httptools", raising=False)
+    for module in ("httptools", "uvicorn.protocols.http.httptools_impl", "memstream.http_protocol"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
 
     async def main() -> type[asyncio.AbstractEventLoop]:
         return type(asyncio.get_running_loop())

@@ -8,12 +8,13 @@ import pytest
 from fastapi import FastAPI
 
 from core.config import Settings
+from memstream.http_protocol import CoalescedHttpToolsProtocol
 from memstream.node import server_config
 
 
 def test_the_api_parses_with_httptools_and_logs_each_request_by_default(tmp_path: Path) -> None:
     config = server_config(Settings(data_dir=tmp_path), FastAPI())
-    assert config.http == "httptools"
+    assert config.http is CoalescedHttpToolsProtocol
     assert config.access_log is True
 
 
