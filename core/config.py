@@ -124,6 +124,10 @@ class Settings(BaseSettings):
 
     api_host: str = "127.0.0.1"
     api_port: int = 8080
+    access_log: bool = Field(
+        default=True,
+        description="one log line per API request (uvicorn's access log, credentials redacted)",
+    )
     admin_token: SecretStr | None = Field(
         default=None,
         description="bearer token of the node's admin API (/admin/v1); when unset the node generates "

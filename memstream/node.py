@@ -26,10 +26,11 @@ from collections.abc import Iterator, Sequence
 
 import asyncpg
 import uvicorn
+from fastapi import FastAPI
 
 from core.config import Settings
 from core.errors import JournalFenced
-from memstream import exit_codes
+from memstream import event_loop, exit_codes
 from memstream.api.access_log import log_config
 from memstream.ops.admin_token import ensure_admin_token
 from memstream.permissions import restrict_dir, restrict_umask
@@ -85,16 +86,7 @@ async def _serve(
     admin_token: str,
 ) -> None:
     node = await build_node(settings, pool, journal, created_topics=created_topics, admin_token=admin_token)
-    server = _NodeServer(
-        uvicorn.Config(
-            node.app,
-            host=settings.api_host,
-            port=settings.api_port,
-            log_level="info",
-            lifespan="off",
-            log_config=log_config(),
-        )
-    )
+    server = _NodeServer(server_config(settings, node.app))
     components_stop = asyncio.Event()
     api = asyncio.create_task(server.serve(), name="api")
     components = node.tasks(components_stop)
@@ -119,6 +111,23 @@ async def _serve(
         raise errors[0]
 
 
+def server_config(settings: Settings, app: FastAPI) -> uvicorn.Config:
+    """uvicorn's configuration of the node's API: on the node's loop (`memstream.event_loop`), with
+    httptools, credentials redacted from every log line, and the access log when
+    `settings.access_log`."""
+    return uvicorn.Config(
+        app,
+        host=settings.api_host,
+        port=settings.api_port,
+        log_level="info",
+        lifespan="off",
+        loop="none",  # serve() runs on the node's loop (`memstream.event_loop.run`: uvloop)
+        http=event_loop.http_protocol(),
+        log_config=log_config(),
+        access_log=settings.access_log,
+    )
+
+
 class _NodeServer(uvicorn.Server):
     """uvicorn without its own signal handling: the node owns SIGINT/SIGTERM and stops it in order."""
 
@@ -141,7 +150,7 @@ def serve(settings: Settings) -> int:
         await run_node(settings, stop)
 
     try:
-        asyncio.run(main())
+        event_loop.run(main())
     except JournalFenced as exc:
         log.error(
             "node stopped for good (exit status %d): another writer opened the journal (%s). Restarting "

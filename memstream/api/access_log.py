@@ -28,7 +28,10 @@ _QUERY_PARAM = re.compile(r"(?P<lead>[?&;])(?P<name>[^=&;\s\"'#]*)=(?P<value>[^&
 
 def redact(text: str) -> str:
     """`text` with API keys and the values of credential query parameters replaced by [REDACTED]
-    (also when percent-encoded)."""
+    (also when percent-encoded). Text without `=` and without `msk_` cannot hold either, and is
+    returned as it is without running a regular expression (most access log lines)."""
+    if "=" not in text and "msk_" not in text:
+        return text
 
     def param(match: re.Match[str]) -> str:
         name, value = match["name"], match["value"]
@@ -44,7 +47,7 @@ def _redacted_arg(arg: object) -> object:
     """`arg` itself, or its text redacted when that text holds a secret (a URL object, a string)."""
     if arg is None or isinstance(arg, bool | int | float):
         return arg
-    text = str(arg)
+    text = arg if type(arg) is str else str(arg)
     redacted = redact(text)
     return arg if redacted == text else redacted
 

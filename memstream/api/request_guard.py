@@ -16,15 +16,22 @@ Refused with 422 (`core.inputs`; nothing is written), for every route at once:
   path inside the body (`messages[0].content`).
 
 A JSON body with bad syntax is passed on: the route answers it (422 `invalid_input`). The body is
-read once here and handed to the application unchanged.
+read once here and handed to the application unchanged; when it parsed, the parsed value goes with
+it in the scope (`PARSED_BODY`), and the routes of `GuardedRoute` take it from there instead of
+parsing the body a second time (the same value: `decode_json_body` parses as `json.loads` does,
+and refuses what it would accept only where the guard answers 422 anyway).
 """
 
 from __future__ import annotations
 
 import email.message
 import json
+from collections.abc import Callable, Coroutine
+from typing import Any
 from urllib.parse import parse_qsl
 
+from fastapi import Request, Response
+from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.errors import InvalidInput
@@ -47,6 +54,8 @@ CREDENTIAL_PARAMS = frozenset(
 )
 """Query parameter names (lower-cased) refused as credentials whatever their value."""
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+PARSED_BODY = "memstream.parsed_body"
+"""Scope key of `(body, value)`: the request body and its JSON value, as the guard parsed them."""
 
 
 class Refused(Exception):
@@ -68,8 +77,8 @@ def check_request_line(scope: Scope) -> None:
             f"the request has {authorizations} Authorization headers: send exactly one, "
             "'Authorization: Bearer msk_...'",
         )
-    query = scope.get("query_string", b"").decode("latin-1")
-    params = parse_qsl(query, keep_blank_values=True)
+    query = scope.get("query_string", b"")
+    params = parse_qsl(query.decode("latin-1"), keep_blank_values=True) if query else []
     for name, value in params:
         if name.lower() in CREDENTIAL_PARAMS or API_KEY_IN_TEXT.search(value):
             raise Refused(
@@ -97,6 +106,8 @@ def has_json_body(scope: Scope) -> bool:
             break
     if content_type is None:
         return scope.get("method", "") in _BODY_METHODS
+    if content_type.partition(";")[0].strip().lower() == "application/json":
+        return True  # what the parsing below finds too, without its cost
     parsed = email.message.Message()
     parsed["content-type"] = content_type
     subtype = parsed.get_content_subtype()
@@ -122,7 +133,7 @@ class RequestGuard:
                 body, receive = buffered
                 if body:
                     try:
-                        decode_json_body(body)
+                        scope[PARSED_BODY] = (body, decode_json_body(body))
                     except json.JSONDecodeError:
                         pass  # the route reports bad syntax in its usual shape
         except Refused as exc:
@@ -154,3 +165,20 @@ async def _buffered(receive: Receive) -> tuple[bytes, Receive] | None:
         return await receive()
 
     return body, replayed
+
+
+class GuardedRoute(APIRoute):
+    """An `APIRoute` whose request body is the one `RequestGuard` parsed (`PARSED_BODY`), when it
+    did: FastAPI's handler then reads neither the body nor its JSON again (it still decides by the
+    content type whether the JSON value or the raw bytes are the body, exactly as before)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def guarded(request: Request) -> Response:
+            parsed = request.scope.get(PARSED_BODY)
+            if parsed is not None:
+                request._body, request._json = parsed
+            return await handler(request)
+
+        return guarded

@@ -1,5 +1,6 @@
 """`StopSignals`: a signal is never lost, however full the loop's self-pipe is; the stop has a
-deadline; a second signal ends the process at once. Each case runs in its own process."""
+deadline; a second signal ends the process at once. Each case runs in its own process, on asyncio's
+loop and on the node's (`memstream.event_loop.run`: uvloop)."""
 
 from __future__ import annotations
 
@@ -9,20 +10,29 @@ import sys
 import textwrap
 import time
 
+import pytest
+
 from memstream import exit_codes
 
 PRELUDE = textwrap.dedent(
     """
     import asyncio, os, signal, sys, threading, time
+    from memstream import event_loop
     from memstream.shutdown import StopSignals, exit_process
     """
 )
 
 
-def _run(body: str, *, timeout: float = 30) -> tuple[subprocess.CompletedProcess[str], float]:
+@pytest.fixture(params=["asyncio.run", "event_loop.run"])
+def runner(request: pytest.FixtureRequest) -> str:
+    """How the case's process runs its loop (`RUN(main())`)."""
+    return str(request.param)
+
+
+def _run(runner: str, body: str, *, timeout: float = 30) -> tuple[subprocess.CompletedProcess[str], float]:
     started = time.monotonic()
     result = subprocess.run(
-        [sys.executable, "-c", PRELUDE + textwrap.dedent(body)],
+        [sys.executable, "-c", PRELUDE + f"RUN = {runner}\n" + textwrap.dedent(body)],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -31,10 +41,11 @@ def _run(body: str, *, timeout: float = 30) -> tuple[subprocess.CompletedProcess
     return result, time.monotonic() - started
 
 
-def test_a_signal_arriving_while_the_self_pipe_is_full_still_stops_the_loop() -> None:
+def test_a_signal_arriving_while_the_self_pipe_is_full_still_stops_the_loop(runner: str) -> None:
     # Worker threads fill the loop's self-pipe (call_soon_threadsafe) while the loop is blocked,
     # then SIGTERM arrives: with loop.add_signal_handler its wake-up byte is dropped and it is lost.
     result, _ = _run(
+        runner,
         """
         async def main():
             loop = asyncio.get_running_loop()
@@ -56,33 +67,35 @@ def test_a_signal_arriving_while_the_self_pipe_is_full_still_stops_the_loop() ->
             await asyncio.wait_for(stop.wait(), 10)
             print("stopped in order")
 
-        asyncio.run(main())
-        """
+        RUN(main())
+        """,
     )
     assert result.returncode == 0, result.stderr
     assert "stopped in order" in result.stdout
 
 
-def test_a_stop_that_outlives_the_deadline_ends_the_process() -> None:
+def test_a_stop_that_outlives_the_deadline_ends_the_process(runner: str) -> None:
     result, elapsed = _run(
+        runner,
         """
         async def main():
             StopSignals(lambda: None, deadline_s=1.0).install(asyncio.get_running_loop())  # never stops
             os.kill(os.getpid(), signal.SIGTERM)
             await asyncio.sleep(60)
 
-        asyncio.run(main())
-        """
+        RUN(main())
+        """,
     )
     assert result.returncode == exit_codes.FAILED
     assert elapsed < 10
     assert "took longer than 1 s: exiting now" in result.stderr
 
 
-def test_a_closed_stop_never_ends_the_process_that_goes_on() -> None:
+def test_a_closed_stop_never_ends_the_process_that_goes_on(runner: str) -> None:
     """Regression: `run_worker` returned to its caller (pytest) with the watchdog armed, which ended
     the caller with exit code 1 `deadline_s` later (CI died in an unrelated test)."""
     result, _ = _run(
+        runner,
         """
         async def main():
             stop = asyncio.Event()
@@ -92,17 +105,18 @@ def test_a_closed_stop_never_ends_the_process_that_goes_on() -> None:
             await asyncio.wait_for(stop.wait(), 10)
             signals.close()
 
-        asyncio.run(main())
+        RUN(main())
         time.sleep(2)  # four deadlines
         print("went on")
-        """
+        """,
     )
     assert result.returncode == 0, result.stderr
     assert "went on" in result.stdout
 
 
-def test_a_second_signal_ends_the_process_at_once() -> None:
+def test_a_second_signal_ends_the_process_at_once(runner: str) -> None:
     result, elapsed = _run(
+        runner,
         """
         async def main():
             StopSignals(lambda: None, deadline_s=60).install(asyncio.get_running_loop())
@@ -111,8 +125,8 @@ def test_a_second_signal_ends_the_process_at_once() -> None:
             os.kill(os.getpid(), signal.SIGTERM)
             await asyncio.sleep(60)
 
-        asyncio.run(main())
-        """
+        RUN(main())
+        """,
     )
     assert result.returncode == exit_codes.FAILED
     assert elapsed < 10
@@ -121,13 +135,14 @@ def test_a_second_signal_ends_the_process_at_once() -> None:
 
 def test_exit_process_flushes_output_and_uses_the_code() -> None:
     result, _ = _run(
+        "asyncio.run",
         """
         import logging
         logging.basicConfig(level=logging.INFO, stream=sys.stderr)
         print("buffered line", end="")
         logging.getLogger("x").info("logged line")
         exit_process(4)
-        """
+        """,
     )
     assert result.returncode == 4
     assert result.stdout == "buffered line"

@@ -29,6 +29,7 @@ from core.stores.transcripts import TranscriptScope
 from core.transcripts.caller import JournalContext
 from memstream.api.deps import ApiDeps, MemoryDeps
 from memstream.api.errors import error_responses
+from memstream.api.request_guard import GuardedRoute
 from memstream.api.schemas import (
     AgentResponse,
     InvokeToolRequest,
@@ -66,7 +67,7 @@ def memory_scope(caller: Principal, agent_id: str, user_id: str | None) -> Memor
 def agents_router(deps: ApiDeps, memory: MemoryDeps | None) -> APIRouter:
     """The agent routes over `memory` (None: no memory tools) and `deps.transcripts` (None: no
     journal tools)."""
-    router = APIRouter(prefix="/v1/agents", tags=["agents"])
+    router = APIRouter(prefix="/v1/agents", tags=["agents"], route_class=GuardedRoute)
     # Local alias: route modules do not use `from __future__ import annotations`, because FastAPI
     # must resolve this closure-local annotation at runtime.
     Caller = Annotated[Principal, Depends(principal_dependency(deps))]

@@ -18,6 +18,7 @@ from core.memory.models import Category, MemoryEntry, Visibility
 from core.memory.reads import EntryPage
 from memstream.api.deps import ApiDeps, MemoryDeps
 from memstream.api.errors import error_responses
+from memstream.api.request_guard import GuardedRoute
 from memstream.api.routes.agents import AgentIdPath, UserIdQuery, memory_scope
 from memstream.api.schemas import EditResponse, MemoryPage, PatchMemoryRequest
 from memstream.api.security import principal_dependency
@@ -27,7 +28,7 @@ JSONL = "application/jsonl"
 
 
 def memory_router(deps: ApiDeps, memory: MemoryDeps) -> APIRouter:
-    router = APIRouter(prefix="/v1/agents", tags=["memory"])
+    router = APIRouter(prefix="/v1/agents", tags=["memory"], route_class=GuardedRoute)
     # Local alias: route modules do not use `from __future__ import annotations`, because FastAPI
     # must resolve this closure-local annotation at runtime.
     Caller = Annotated[Principal, Depends(principal_dependency(deps))]

@@ -8,13 +8,14 @@ from core.auth import Principal
 from core.inputs import MAX_INT64
 from memstream.api.deps import ApiDeps
 from memstream.api.errors import error_responses
+from memstream.api.request_guard import GuardedRoute
 from memstream.api.routes.params import ThreadIdPath
 from memstream.api.schemas import AppendRequest, AppendResponse, MessagesPage
 from memstream.api.security import principal_dependency
 
 
 def messages_router(deps: ApiDeps) -> APIRouter:
-    router = APIRouter(prefix="/v1/threads", tags=["messages"])
+    router = APIRouter(prefix="/v1/threads", tags=["messages"], route_class=GuardedRoute)
     # Local alias: route modules do not use `from __future__ import annotations`, because FastAPI
     # must resolve this closure-local annotation at runtime.
     Caller = Annotated[Principal, Depends(principal_dependency(deps))]

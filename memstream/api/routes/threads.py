@@ -7,13 +7,14 @@ from fastapi import APIRouter, Depends, Response, status
 from core.auth import Principal
 from memstream.api.deps import ApiDeps
 from memstream.api.errors import error_responses
+from memstream.api.request_guard import GuardedRoute
 from memstream.api.routes.params import ThreadIdPath
 from memstream.api.schemas import PatchThreadRequest, PutThreadRequest, ThreadResponse
 from memstream.api.security import principal_dependency
 
 
 def threads_router(deps: ApiDeps) -> APIRouter:
-    router = APIRouter(prefix="/v1/threads", tags=["threads"])
+    router = APIRouter(prefix="/v1/threads", tags=["threads"], route_class=GuardedRoute)
     # Local alias: route modules do not use `from __future__ import annotations`, because FastAPI
     # must resolve this closure-local annotation at runtime.
     Caller = Annotated[Principal, Depends(principal_dependency(deps))]

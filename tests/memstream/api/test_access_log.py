@@ -13,7 +13,8 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
-from memstream.api.access_log import REDACTED, log_config, redact
+from memstream.api import access_log
+from memstream.api.access_log import REDACTED, RedactSecrets, log_config, redact
 from memstream.embedded.process import free_port
 
 from .conftest import Keys
@@ -98,3 +99,22 @@ async def test_keys_in_urls_never_reach_the_log(
     assert "ValueError: bad header Bearer msk_[REDACTED]" in logged
     assert key not in logged
     assert key.removeprefix("msk_")[:20] not in logged  # not even a part of it
+
+
+def test_lines_that_cannot_hold_a_secret_skip_the_expressions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Most access log lines have no query string: redacting them runs no regular expression."""
+    monkeypatch.setattr(access_log, "_QUERY_PARAM", None)
+    monkeypatch.setattr(access_log, "API_KEY_IN_TEXT", None)
+    line = '127.0.0.1:50000 - "POST /v1/threads/t-1/messages HTTP/1.1" 201'
+    assert redact(line) is line
+    record = logging.LogRecord(
+        "uvicorn.access",
+        logging.INFO,
+        __file__,
+        1,
+        '%s - "%s %s HTTP/%s" %d',
+        ("127.0.0.1:50000", "GET", "/v1/threads/t-1/context", "1.1", 200),
+        None,
+    )
+    assert RedactSecrets().filter(record)
+    assert record.getMessage() == '127.0.0.1:50000 - "GET /v1/threads/t-1/context HTTP/1.1" 200'

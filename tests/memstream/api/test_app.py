@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import httpx
 import pytest
 from fastapi import FastAPI
+from opentelemetry import metrics, trace
 
 from memstream.api.errors import field_path
 
@@ -57,3 +60,23 @@ async def test_unexpected_error_is_500_without_internals(app: FastAPI) -> None:
 )
 def test_field_path(loc: tuple[int | str, ...], field: str | None) -> None:
     assert field_path(loc) == field
+
+
+async def test_requests_do_not_consult_opentelemetry(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FastAPI's native telemetry is off: no provider lookup per request (memstream configures none)."""
+    lookups: list[str] = []
+
+    def counted(name: str, real: Callable[[], object]) -> Callable[[], object]:
+        def lookup() -> object:
+            lookups.append(name)
+            return real()
+
+        return lookup
+
+    monkeypatch.setattr(trace, "get_tracer_provider", counted("tracer", trace.get_tracer_provider))
+    monkeypatch.setattr(metrics, "get_meter_provider", counted("meter", metrics.get_meter_provider))
+    assert (await client.get("/healthz")).status_code == 200
+    assert (await client.get("/v1/threads/t-1/context")).status_code == 401
+    assert lookups == []

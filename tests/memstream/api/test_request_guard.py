@@ -6,6 +6,7 @@ import asyncpg
 import httpx
 import pytest
 
+from memstream.api.request_guard import has_json_body
 from sinks.slatedb.journal import SlateJournal
 
 from .conftest import Keys
@@ -68,3 +69,23 @@ async def test_ordinary_query_parameters_still_work(client: httpx.AsyncClient, k
         "/v1/threads/t1/messages", params={"after": "-1", "limit": "5"}, headers=keys.acme
     )
     assert page.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("content_type", "method", "expected"),
+    [
+        (None, "POST", True),
+        (None, "GET", False),
+        (b"application/json", "POST", True),
+        (b"Application/JSON; charset=utf-8", "PUT", True),
+        (b" application/json ;charset=utf-8", "POST", True),
+        (b"application/merge-patch+json", "PATCH", True),
+        (b"application/jsonx", "POST", False),
+        (b"text/plain", "POST", False),
+        (b"text/json", "POST", False),
+        (b"json", "POST", False),
+    ],
+)
+def test_which_bodies_are_json(content_type: bytes | None, method: str, expected: bool) -> None:
+    headers = [] if content_type is None else [(b"content-type", content_type)]
+    assert has_json_body({"type": "http", "method": method, "headers": headers}) is expected
