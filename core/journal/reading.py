@@ -1,7 +1,9 @@
 """Reading a range of a thread's journal: the paging loop the compaction processors share.
 
-`messages_between` pages through `Journal.after` (`page_size` messages per read) until it passed
-`up_to` or the thread ends, so a range of any length is read in bounded pieces.
+`messages_between` pages through `Journal.after` (`page_size` messages per read, fewer when fewer
+offsets are left up to `up_to`: a thread's offsets are gap-free, so the messages past the range
+are not read) until it passed `up_to` or the thread ends, so a range of any length is read in
+bounded pieces.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ async def messages_between(
     found: list[Message] = []
     cursor = after
     while cursor < up_to:
-        page = await journal.after(thread, cursor, page_size)
+        page = await journal.after(thread, cursor, min(page_size, up_to - cursor))
         if not page:
             break
         found.extend(m for m in page if m.offset <= up_to and (agent_id is None or m.agent_id == agent_id))
