@@ -8,6 +8,7 @@ durable in order. After each group is durable, the listeners run (`add_listener`
 counters (next offset per thread, last seq) only advance after a group is durable; if a group
 fails, the counters are dropped and re-derived from storage on next use (the failed batch may
 still be in SlateDB's memtable, so offsets are never reused), and only that group's callers fail.
+The last durable messages are kept for the relay's reads (`read_recent`, `sinks.slatedb.recent`).
 
 Storage failures are translated by the journal's `storage_errors` (which fences this writer when
 SlateDB says so: `fence`).
@@ -30,6 +31,7 @@ from core.journal.append_rules import check_retry
 from core.journal.models import Message, NewMessage, ThreadRef
 from sinks.slatedb import keys
 from sinks.slatedb.binding import ALL, DURABLE_DESC, LATEST_DESC
+from sinks.slatedb.recent import RecentMessages
 
 log = logging.getLogger("memstream.journal")
 
@@ -75,6 +77,7 @@ class _Plan:
     next_offsets: dict[bytes, int] = field(default_factory=dict)
     last_seq: int = 0
     new_messages: int = 0
+    written: list[tuple[Message, int]] = field(default_factory=list)  # in seq order, row sizes
 
 
 class GroupCommit:
@@ -105,6 +108,7 @@ class GroupCommit:
         self._fenced = False
         self._closing = False
         self._listeners: list[Callable[[], None]] = []
+        self._recent = RecentMessages()
         self._appends = 0
         self._messages = 0
         self._batches = 0
@@ -117,6 +121,11 @@ class GroupCommit:
     @property
     def durable_seq(self) -> int:
         return self._durable_seq
+
+    def read_recent(self, after_seq: int, limit: int) -> list[Message] | None:
+        """`read_from_seq` answered from the messages this writer made durable last, or None
+        when they do not cover it (`sinks.slatedb.recent`)."""
+        return self._recent.read(after_seq, limit, self._durable_seq)
 
     @property
     def stats(self) -> JournalStats:
@@ -227,6 +236,7 @@ class GroupCommit:
             self._remember_offset(prefix, next_offset)
         self._alloc_seq = plan.last_seq
         self._durable_seq = max(self._durable_seq, plan.last_seq)
+        self._recent.add(plan.written)
         self._appends += len(group)
         self._messages += plan.new_messages
         for request, outcome in plan.outcomes:
@@ -281,7 +291,9 @@ class GroupCommit:
                 )
                 row_key = prefix + keys.offset_suffix(offset)
                 id_key = keys.message_id_key(thread.environment, thread.account_id, item.message_id)
-                plan.rows.append((row_key, message.model_dump_json().encode("utf-8")))
+                row = message.model_dump_json().encode("utf-8")
+                plan.rows.append((row_key, row))
+                plan.written.append((message, len(row)))
                 plan.rows.append((keys.seq_key(plan.last_seq), row_key))
                 plan.rows.append((id_key, row_key))
                 in_group[id_key] = message
@@ -341,6 +353,7 @@ class GroupCommit:
     def _invalidate(self) -> None:
         """After a failed group: forget the counters; they are re-derived from storage."""
         self._next_offsets.clear()
+        self._recent.clear()
         self._alloc_seq = None
         self._uncertain = True
 
