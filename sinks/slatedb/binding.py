@@ -4,7 +4,8 @@ options it uses, batched iteration, fence detection, and a speed-up of the bindi
 The generated binding (`slatedb.uniffi`) copies every key and value into Rust one byte at a time
 in Python, into a buffer it grows as it writes; `speed_up_byte_copy` replaces that copy with one
 `ctypes.memmove`, and the lowering of a key or value argument with one buffer of the exact size
-filled by one memmove, only for the binding versions it was checked against (`PATCHED_VERSIONS`).
+filled by one memmove; the call status every FFI call starts from is built in one step. Only for
+the binding versions it was checked against (`PATCHED_VERSIONS`).
 """
 
 from __future__ import annotations
@@ -103,7 +104,8 @@ def bytes_lowering(alloc: Callable[[int], Any]) -> Callable[[bytes], Any]:
 
 def speed_up_byte_copy() -> None:
     """Replace the generated binding's byte-by-byte copy into Rust buffers with one memmove, and
-    its lowering of a bytes argument (`bytes_lowering`).
+    its lowering of a bytes argument (`bytes_lowering`); build the success status each FFI call
+    starts from as one zero-filled struct instead of two generated constructors.
 
     The UniFFI-generated `slatedb` binding copies every key/value into Rust one byte at a time
     in Python (~0.2 us/byte: 130 us for a 500-byte put, 8 ms for 50 KB). The replacement does
@@ -123,6 +125,11 @@ def speed_up_byte_copy() -> None:
     buffer: Any = getattr(generated, "_UniffiRustBuffer", None)
     if converter is None or buffer is None or not hasattr(buffer, "alloc"):
         return
+    status: Any = getattr(generated, "_UniffiRustCallStatus", None)
+    is_struct = isinstance(status, type) and issubclass(status, ctypes.Structure)
+    if not is_struct:
+        return
     builder.write = fast_write
     converter.lower = staticmethod(bytes_lowering(buffer.alloc))
+    status.default = staticmethod(status)  # ctypes zero-fills: code 0 (success), an empty error buffer
     setattr(builder, _FAST_WRITE_MARKER, True)

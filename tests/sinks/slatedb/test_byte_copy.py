@@ -54,3 +54,13 @@ def test_the_lowered_argument_is_the_generated_buffer(journal_url: str, value: b
     finally:
         ours.free()
         theirs.free()
+
+
+def test_every_call_starts_from_a_success_status(journal_url: str) -> None:
+    speed_up_byte_copy()
+    from slatedb.uniffi._slatedb_uniffi import slatedb as generated
+
+    status = generated._UniffiRustCallStatus.default()
+    assert status.code == generated._UniffiRustCallStatus.CALL_SUCCESS
+    assert (status.error_buf.capacity, status.error_buf.len, bool(status.error_buf.data)) == (0, 0, False)
+    assert status is not generated._UniffiRustCallStatus.default()  # a new one per call
