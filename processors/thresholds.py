@@ -3,7 +3,8 @@ compaction when a thread crosses `TOKEN_LIMIT` tokens or `MESSAGE_LIMIT` message
 
 Input: `journal.messages`. Output: `compaction.requested` (key thread_id; `compaction_request`).
 
-Per message, in one Redis script (`sinks.redis.thresholds.RedisThresholdStore.count`): add it to the
+Per message, in one Redis script (`sinks.redis.thresholds.RedisThresholdStore.count`; a batch's
+messages in one call of `count_batch` up to the first that needs the journal): add it to the
 thread's counters when it is the next offset (a message already counted changes nothing, so
 redelivery, replay and republish never count twice), check the thresholds (`crossing`, the pure
 rule) and, when crossed, take the thread's flush-and-summarize guard. Only a crossing that took the
@@ -240,12 +241,31 @@ class Thresholds(Processor):
         if self.close_store:
             await self.store.aclose()
 
-    async def outcome(self, message: Message) -> Outcome:
+    async def outcomes(self, messages: Sequence[Message]) -> list[Outcome]:
+        """Count `messages` in order, as `outcome` one after another: in one store call
+        (`count_batch`) up to the first that needs the journal, which is then resolved, and so on
+        from the next."""
+        outcomes: list[Outcome] = []
+        while len(outcomes) < len(messages):
+            rest = messages[len(outcomes) :]
+            answers = await self.store.count_batch([(scope_of(m), m.offset, m.token_count) for m in rest])
+            if not answers:
+                raise RuntimeError("the threshold store counted none of a batch")  # a store bug
+            *done, last = answers
+            outcomes += done
+            outcomes.append(await self.outcome(rest[len(done)], last))
+        return outcomes
+
+    async def outcome(self, message: Message, counted: Outcome | None = None) -> Outcome:
         """Count `message` (rebuilding the thread's state from the journal, or adding the messages
-        before it that were never counted, when needed)."""
+        before it that were never counted, when needed). `counted`: what the store's `count` of
+        it already answered, if it was counted."""
         scope = scope_of(message)
         for _ in range(3):
-            outcome = await self.store.count(scope, message.offset, message.token_count)
+            if counted is None:
+                outcome = await self.store.count(scope, message.offset, message.token_count)
+            else:
+                outcome, counted = counted, None
             if outcome.kind == "rebuild":
                 outcome = await self.rebuild(message, outcome)
             elif outcome.kind == "gap":
@@ -314,7 +334,7 @@ class Thresholds(Processor):
         for record in batch:  # all-or-nothing before any effect
             with decoding(record):
                 messages.append(journal_messages.decode(record.value))
-        counted = [(message, await self.outcome(message)) for message in messages]
+        counted = list(zip(messages, await self.outcomes(messages), strict=True))
         decided = plan(counted, self.clock())
         if decided.held_back:
             await self._ledger().record_crossings(decided.held_back)

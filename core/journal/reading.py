@@ -1,10 +1,12 @@
 """Reading a range of a thread's journal: the paging loop the compaction processors share.
 
-`messages_between` pages through `Journal.after` (`page_size` messages per read) until it passed
-`up_to` or the thread ends, so a range of any length is read in bounded pieces.
+`messages_between` pages through `Journal.after` (`page_size` messages per read, fewer when fewer
+offsets are left up to `up_to`: a thread's offsets are gap-free, so the messages past the range
+are not read) until it passed `up_to` or the thread ends, so a range of any length is read in
+bounded pieces.
 
-Per-thread offsets are dense, so a range that ends before `up_to` is short. On the writer's journal
-that means the thread has no more; a `Follower` (a read-only view that sees durable writes late,
+Because offsets are dense, a range that ends before `up_to` is short. On the writer's journal that
+means the thread has no more; a `Follower` (a read-only view that sees durable writes late,
 `sinks.slatedb.reader`) is asked to `wait_visible` up to `up_to` and the read goes on, so a
 processor that got a record of offset `up_to` reads every message up to it.
 """
@@ -54,7 +56,7 @@ async def messages_between(
     cursor = after
     waited = False
     while cursor < up_to:
-        page = await journal.after(thread, cursor, page_size)
+        page = await journal.after(thread, cursor, min(page_size, up_to - cursor))
         if not page:
             if waited or not isinstance(journal, Follower):
                 break

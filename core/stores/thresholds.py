@@ -14,6 +14,7 @@ losing it all is repaired by the rebuild. Storage errors propagate.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -78,6 +79,13 @@ class ThresholdStore(Protocol):
         """Count the message at `offset` (of `tokens` tokens) and check the thresholds, atomically:
         `counted`, `request`, `guarded`, or - nothing changed - `duplicate`, `resend`, `old`,
         `rebuild`, `gap`."""
+        ...
+
+    async def count_batch(self, messages: Sequence[tuple[ThreadScope, int, int]]) -> list[Outcome]:
+        """`count` each of `messages` (scope, offset, tokens) in order, stopping after the first
+        answered `rebuild` or `gap` (which changed nothing): the answers of the messages counted,
+        as many `count` calls one after another would give (each `count` atomic, the batch need
+        not be)."""
         ...
 
     async def install(

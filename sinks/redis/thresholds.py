@@ -23,11 +23,14 @@ whatever order messages arrive in, so nothing is ever counted twice; a message p
 missing or stale state is a `rebuild`. For both the caller reads the journal and installs the
 result with `install(...)` (also one script), which applies it only when the state is still the
 one `count` saw (`Outcome.state`), so concurrent workers, resets and wipes never mix. Nothing is
-kept per message (cost per message: one script, one hash).
+kept per message (cost per message: one hash). `count_batch(...)` runs the same count for many
+messages in order in one script call (one round trip per batch), stopping after the first
+`rebuild` or `gap`, whose caller goes on once it installed.
 
 Redis holds only derived or coordination state: losing it all is repaired by that rebuild. Redis
-errors propagate (the processor's batch is retried). All keys of a thread are in one script call;
-on Redis Cluster they would need a shared hash tag (not used: memstream runs one Redis).
+errors propagate (the processor's batch is retried). All keys of a thread (of a batch) are in one
+script call; on Redis Cluster they would need a shared hash tag (not used: memstream runs one
+Redis).
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ from sinks.redis.client import redis_client
 DEFAULT_NAMESPACE = "memstream/thresholds"
 GUARD_TTL_S = 15 * 60
 """The guard's lease: a summarizer that dies frees the thread after this long."""
+BATCH_SCRIPT_MESSAGES = 500
+"""`count_batch` counts at most this many messages per script call (bounds a script's run time)."""
 
 # Every script answers {kind, base, tokens, messages, offset, reason, state} (false where unknown):
 # `offset` is where the counters end (`upto`, or the request's crossing), `state` the fingerprint
@@ -63,32 +68,56 @@ local function decide(state, guard, offset, tokens, messages, base, tl, ml, guar
 end
 """
 
+_COUNT_ONE = """
+local function count(state, guard, offset, tokens, tl, ml, guard_ttl)
+  local s = redis.call('HMGET', state, 'base', 'upto', 'tokens', 'messages', 'stale', 'req_offset')
+  local seen = fingerprint(s[1], s[2], s[5])
+  if not s[1] or not s[2] or not s[3] or not s[4] or s[5] then
+    return {'rebuild', false, false, false, s[2] and tonumber(s[2]) or false, false, seen}
+  end
+  local base, upto = tonumber(s[1]), tonumber(s[2])
+  local counted, messages = tonumber(s[3]), tonumber(s[4])
+  if offset < base then return {'old', base, counted, messages, upto} end
+  if offset <= upto then
+    if s[6] and tonumber(s[6]) == offset and redis.call('EXISTS', guard) == 1 then
+      local req = redis.call('HMGET', state, 'req_tokens', 'req_messages', 'req_reason')
+      return {'resend', base, tonumber(req[1]), tonumber(req[2]), offset, req[3]}
+    end
+    return {'duplicate', base, counted, messages, upto}
+  end
+  if offset > upto + 1 then return {'gap', base, counted, messages, upto, false, seen} end
+  counted = counted + tokens
+  messages = messages + 1
+  redis.call('HSET', state, 'upto', offset, 'tokens', counted, 'messages', messages)
+  return decide(state, guard, offset, counted, messages, base, tl, ml, guard_ttl)
+end
+"""
+
 _COUNT = (
     _COMMON
+    + _COUNT_ONE
     + """
 -- KEYS: state, guard. ARGV: offset, tokens, token_limit, message_limit, guard_ttl_ms
-local s = redis.call('HMGET', KEYS[1], 'base', 'upto', 'tokens', 'messages', 'stale', 'req_offset')
-local seen = fingerprint(s[1], s[2], s[5])
-if not s[1] or not s[2] or not s[3] or not s[4] or s[5] then
-  return {'rebuild', false, false, false, s[2] and tonumber(s[2]) or false, false, seen}
+return count(KEYS[1], KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]),
+             tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5])
+"""
+)
+
+_COUNT_BATCH = (
+    _COMMON
+    + _COUNT_ONE
+    + """
+-- KEYS: state, guard of each message. ARGV: token_limit, message_limit, guard_ttl_ms, then offset,
+-- tokens of each message. Counts them in order; stops after the first `rebuild` or `gap`.
+local tl, ml, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local out = {}
+for i = 1, #KEYS / 2 do
+  local answer = count(KEYS[2 * i - 1], KEYS[2 * i], tonumber(ARGV[2 + 2 * i]),
+                       tonumber(ARGV[3 + 2 * i]), tl, ml, ttl)
+  out[i] = answer
+  if answer[1] == 'rebuild' or answer[1] == 'gap' then break end
 end
-local base, upto = tonumber(s[1]), tonumber(s[2])
-local tokens, messages = tonumber(s[3]), tonumber(s[4])
-local offset = tonumber(ARGV[1])
-if offset < base then return {'old', base, tokens, messages, upto} end
-if offset <= upto then
-  if s[6] and tonumber(s[6]) == offset and redis.call('EXISTS', KEYS[2]) == 1 then
-    local req = redis.call('HMGET', KEYS[1], 'req_tokens', 'req_messages', 'req_reason')
-    return {'resend', base, tonumber(req[1]), tonumber(req[2]), offset, req[3]}
-  end
-  return {'duplicate', base, tokens, messages, upto}
-end
-if offset > upto + 1 then return {'gap', base, tokens, messages, upto, false, seen} end
-tokens = tokens + tonumber(ARGV[2])
-messages = messages + 1
-redis.call('HSET', KEYS[1], 'upto', offset, 'tokens', tokens, 'messages', messages)
-return decide(KEYS[1], KEYS[2], offset, tokens, messages, base,
-              tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5])
+return out
 """
 )
 
@@ -181,6 +210,7 @@ class RedisThresholdStore:
         self.guard_ttl_ms = max(1, int(guard_ttl_s * 1000))
         self._owns_client = owns_client
         self._count = client.register_script(_COUNT)
+        self._count_batch = client.register_script(_COUNT_BATCH)
         self._install = client.register_script(_INSTALL)
         self._mark_sent = client.register_script(_MARK_SENT)
         self._reset = client.register_script(_RESET)
@@ -214,6 +244,25 @@ class RedisThresholdStore:
             args=[offset, tokens, self.token_limit, self.message_limit, self.guard_ttl_ms],
         )
         return _outcome(raw)
+
+    async def count_batch(self, messages: Sequence[tuple[ThreadScope, int, int]]) -> list[Outcome]:
+        """Count `messages` (scope, offset, tokens) in order, each as `count` would, in one script
+        call per `BATCH_SCRIPT_MESSAGES`, stopping after the first answered `rebuild` or `gap`
+        (which changed nothing): the answers of the messages counted, in order."""
+        outcomes: list[Outcome] = []
+        for start in range(0, len(messages), BATCH_SCRIPT_MESSAGES):
+            chunk = messages[start : start + BATCH_SCRIPT_MESSAGES]
+            keys: list[str] = []
+            args: list[int] = [self.token_limit, self.message_limit, self.guard_ttl_ms]
+            for scope, offset, tokens in chunk:
+                prefix = scope.prefix(self.namespace)
+                keys += (f"{prefix}/state", f"{prefix}/guard")
+                args += (offset, tokens)
+            raw = await self._count_batch(keys=keys, args=args)
+            outcomes += (_outcome(answer) for answer in raw)
+            if len(raw) < len(chunk) or outcomes[-1].kind in ("rebuild", "gap"):
+                break
+        return outcomes
 
     async def install(
         self,

@@ -2,13 +2,17 @@
 options it uses, batched iteration, fence detection, and a speed-up of the binding's byte copy.
 
 The generated binding (`slatedb.uniffi`) copies every key and value into Rust one byte at a time
-in Python; `speed_up_byte_copy` replaces that copy with one `ctypes.memmove`, only for the binding
-versions it was checked against (`PATCHED_VERSIONS`).
+in Python, into a buffer it grows as it writes; `speed_up_byte_copy` replaces that copy with one
+`ctypes.memmove`, and the lowering of a key or value argument with one buffer of the exact size
+filled by one memmove; the call status every FFI call starts from is built in one step. Only for
+the binding versions it was checked against (`PATCHED_VERSIONS`).
 """
 
 from __future__ import annotations
 
 import ctypes
+import struct
+from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
@@ -68,6 +72,8 @@ def is_fenced(exc: BaseException) -> bool:
 PATCHED_VERSIONS: tuple[str, ...] = ("0.17.0",)
 
 _FAST_WRITE_MARKER = "_memstream_fast_write"
+_FAST_LOWER_NAME = "_memstream_fast_lower"
+_LENGTH = struct.Struct(">i")
 
 
 def fast_write(self: Any, value: bytes) -> None:
@@ -79,8 +85,27 @@ def fast_write(self: Any, value: bytes) -> None:
             ctypes.memmove(address, bytes(value), size)
 
 
+def bytes_lowering(alloc: Callable[[int], Any]) -> Callable[[bytes], Any]:
+    """A `_UniffiFfiConverterBytes.lower` that builds the same buffer (big-endian i32 length, then
+    the bytes) allocated (`alloc`: `_UniffiRustBuffer.alloc`) at its final size and filled by one
+    memmove, instead of growing it through a builder."""
+
+    def lower(value: bytes) -> Any:
+        data = bytes(value)
+        size = len(data) + 4
+        rbuf = alloc(size)
+        ctypes.memmove(ctypes.addressof(rbuf.data.contents), _LENGTH.pack(len(data)) + data, size)
+        rbuf.len = size
+        return rbuf
+
+    lower.__name__ = _FAST_LOWER_NAME
+    return lower
+
+
 def speed_up_byte_copy() -> None:
-    """Replace the generated binding's byte-by-byte copy into Rust buffers with one memmove.
+    """Replace the generated binding's byte-by-byte copy into Rust buffers with one memmove, and
+    its lowering of a bytes argument (`bytes_lowering`); build the success status each FFI call
+    starts from as one zero-filled struct instead of two generated constructors.
 
     The UniFFI-generated `slatedb` binding copies every key/value into Rust one byte at a time
     in Python (~0.2 us/byte: 130 us for a 500-byte put, 8 ms for 50 KB). The replacement does
@@ -96,5 +121,15 @@ def speed_up_byte_copy() -> None:
     builder: Any = getattr(generated, "_UniffiRustBufferBuilder", None)
     if builder is None or not hasattr(builder, "_reserve") or getattr(builder, _FAST_WRITE_MARKER, False):
         return
+    converter: Any = getattr(generated, "_UniffiFfiConverterBytes", None)
+    buffer: Any = getattr(generated, "_UniffiRustBuffer", None)
+    if converter is None or buffer is None or not hasattr(buffer, "alloc"):
+        return
+    status: Any = getattr(generated, "_UniffiRustCallStatus", None)
+    is_struct = isinstance(status, type) and issubclass(status, ctypes.Structure)
+    if not is_struct:
+        return
     builder.write = fast_write
+    converter.lower = staticmethod(bytes_lowering(buffer.alloc))
+    status.default = staticmethod(status)  # ctypes zero-fills: code 0 (success), an empty error buffer
     setattr(builder, _FAST_WRITE_MARKER, True)

@@ -8,6 +8,7 @@ durable in order. After each group is durable, the listeners run (`add_listener`
 counters (next offset per thread, last seq) only advance after a group is durable; if a group
 fails, the counters are dropped and re-derived from storage on next use (the failed batch may
 still be in SlateDB's memtable, so offsets are never reused), and only that group's callers fail.
+The last durable messages are kept for the relay's reads (`read_recent`, `sinks.slatedb.recent`).
 
 Storage failures are translated by the journal's `storage_errors` (which fences this writer when
 SlateDB says so: `fence`).
@@ -30,6 +31,7 @@ from core.journal.append_rules import check_retry
 from core.journal.models import Message, NewMessage, ThreadRef
 from sinks.slatedb import keys
 from sinks.slatedb.binding import ALL, DURABLE_DESC, LATEST_DESC
+from sinks.slatedb.recent import RecentMessages
 
 log = logging.getLogger("memstream.journal")
 
@@ -75,6 +77,7 @@ class _Plan:
     next_offsets: dict[bytes, int] = field(default_factory=dict)
     last_seq: int = 0
     new_messages: int = 0
+    written: list[tuple[Message, int]] = field(default_factory=list)  # in seq order, row sizes
 
 
 class GroupCommit:
@@ -105,6 +108,7 @@ class GroupCommit:
         self._fenced = False
         self._closing = False
         self._listeners: list[Callable[[], None]] = []
+        self._recent = RecentMessages()
         self._appends = 0
         self._messages = 0
         self._batches = 0
@@ -117,6 +121,11 @@ class GroupCommit:
     @property
     def durable_seq(self) -> int:
         return self._durable_seq
+
+    def read_recent(self, after_seq: int, limit: int) -> list[Message] | None:
+        """`read_from_seq` answered from the messages this writer made durable last, or None
+        when they do not cover it (`sinks.slatedb.recent`)."""
+        return self._recent.read(after_seq, limit, self._durable_seq)
 
     @property
     def stats(self) -> JournalStats:
@@ -227,6 +236,7 @@ class GroupCommit:
             self._remember_offset(prefix, next_offset)
         self._alloc_seq = plan.last_seq
         self._durable_seq = max(self._durable_seq, plan.last_seq)
+        self._recent.add(plan.written)
         self._appends += len(group)
         self._messages += plan.new_messages
         for request, outcome in plan.outcomes:
@@ -242,12 +252,13 @@ class GroupCommit:
         if self._alloc_seq is None:
             self._alloc_seq = await self._scan_last_seq(durable_only=False)
         plan = _Plan(last_seq=self._alloc_seq)
+        by_id = await self._stored_by_id(group)
         in_group: dict[bytes, Message] = {}
         now = datetime.now(UTC)
         for request in group:
             thread = request.thread
             try:
-                existing = [await self._existing(thread, item, in_group) for item in request.items]
+                existing = [_existing(thread, item, in_group, by_id) for item in request.items]
             except Conflict as exc:
                 plan.outcomes.append((request, exc))
                 continue
@@ -280,7 +291,9 @@ class GroupCommit:
                 )
                 row_key = prefix + keys.offset_suffix(offset)
                 id_key = keys.message_id_key(thread.environment, thread.account_id, item.message_id)
-                plan.rows.append((row_key, message.model_dump_json().encode("utf-8")))
+                row = message.model_dump_json().encode("utf-8")
+                plan.rows.append((row_key, row))
+                plan.written.append((message, len(row)))
                 plan.rows.append((keys.seq_key(plan.last_seq), row_key))
                 plan.rows.append((id_key, row_key))
                 in_group[id_key] = message
@@ -291,27 +304,36 @@ class GroupCommit:
             plan.outcomes.append((request, result))
         return plan
 
-    async def _existing(
-        self, thread: ThreadRef, item: Item, in_group: dict[bytes, Message]
-    ) -> Message | None:
-        """The stored (or earlier in this group) message with this id; Conflict if it differs.
+    async def _stored_by_id(self, group: list[_Request]) -> dict[bytes, Message]:
+        """The stored message of every client-given message_id of the group that has one.
 
-        A retry in the same thread learns which fields differ; an id taken in another thread
-        gets the same answer whatever that message holds (no oracle on other threads' content).
+        The id-index reads of the whole group are issued together, then the rows they point to,
+        so a group costs two waits on SlateDB instead of one or two per message. Reads see the
+        latest writes (a failed batch that lingers in the memtable included), as before.
         """
-        if item.new.message_id is None:
-            return None  # a fresh uuid4 cannot collide
-        id_key = keys.message_id_key(thread.environment, thread.account_id, item.message_id)
-        stored = in_group.get(id_key)
-        if stored is None:
-            row_key = await self._db.get(id_key)
-            if row_key is None:
-                return None
-            value = await self._db.get(row_key)
+        id_keys = list(
+            dict.fromkeys(
+                keys.message_id_key(r.thread.environment, r.thread.account_id, item.message_id)
+                for r in group
+                for item in r.items
+                if item.new.message_id is not None
+            )
+        )
+        if not id_keys:
+            return {}
+        row_keys = await _get_all(self._db, id_keys)
+        found = [
+            (id_key, row_key)
+            for id_key, row_key in zip(id_keys, row_keys, strict=True)
+            if row_key is not None
+        ]
+        values = await _get_all(self._db, [row_key for _, row_key in found])
+        stored: dict[bytes, Message] = {}
+        for (id_key, row_key), value in zip(found, values, strict=True):
             if value is None:
                 raise JournalUnavailable(f"journal at {self._url}: index {id_key!r} points to a missing row")
-            stored = keys.parse_row(self._url, row_key, value)
-        return check_retry(item.new, stored, thread.thread_id)
+            stored[id_key] = keys.parse_row(self._url, row_key, value)
+        return stored
 
     async def _next_offset(self, prefix: bytes) -> int:
         cached = self._next_offsets.get(prefix)
@@ -331,6 +353,7 @@ class GroupCommit:
     def _invalidate(self) -> None:
         """After a failed group: forget the counters; they are re-derived from storage."""
         self._next_offsets.clear()
+        self._recent.clear()
         self._alloc_seq = None
         self._uncertain = True
 
@@ -339,6 +362,32 @@ class GroupCommit:
         iterator = await self._db.scan_prefix_with_options(keys.SEQ_PREFIX, ALL, options)
         newest = await iterator.next()
         return 0 if newest is None else keys.seq_of(newest.key)
+
+
+def _existing(
+    thread: ThreadRef, item: Item, in_group: dict[bytes, Message], stored: dict[bytes, Message]
+) -> Message | None:
+    """The message with this id earlier in this group or in storage; Conflict if it differs.
+
+    A retry in the same thread learns which fields differ; an id taken in another thread gets
+    the same answer whatever that message holds (no oracle on other threads' content).
+    """
+    if item.new.message_id is None:
+        return None  # a fresh uuid4 cannot collide
+    id_key = keys.message_id_key(thread.environment, thread.account_id, item.message_id)
+    message = in_group.get(id_key)
+    if message is None:
+        message = stored.get(id_key)
+    return None if message is None else check_retry(item.new, message, thread.thread_id)
+
+
+async def _get_all(db: Db, keys_: list[bytes]) -> list[bytes | None]:
+    """`db.get` of every key, issued concurrently; the first failure is raised once all ended."""
+    results = await asyncio.gather(*(db.get(key) for key in keys_), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return [result for result in results if not isinstance(result, BaseException)]
 
 
 def _settle(future: asyncio.Future[list[Message]], outcome: list[Message] | BaseException) -> None:

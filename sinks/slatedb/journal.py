@@ -8,6 +8,8 @@ caller, so seqs become durable in order. After each group is durable, the append
 
 Reads (`last`, `after`, `read_from_seq`, cursors) only see durable data (`DurabilityLevel.REMOTE`),
 so a reader never sees a message whose append has not been acknowledged and might still be lost.
+`read_from_seq` answers the relay's reads of the last appends from the messages the writer keeps
+once durable (`sinks.slatedb.recent`), exactly what storage holds.
 
 This process must be the only writer. Opening the same journal elsewhere fences this instance:
 SlateDB reports it on the next write or manifest poll (about 1 s), after which every call raises
@@ -213,6 +215,9 @@ class SlateJournal:
         _check_count(limit, "limit")
         if limit == 0:
             return []
+        recent = self._commits.read_recent(after_seq, limit)
+        if recent is not None:
+            return recent
         subrange = KeyRange(
             start=keys.seq_suffix(after_seq), start_inclusive=False, end=None, end_inclusive=False
         )

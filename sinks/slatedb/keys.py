@@ -15,8 +15,9 @@ Why the seq index and the message-id index hold pointers rather than copies of t
 message body is written (and copied byte by byte through the Python binding) exactly once, so
 an append costs one body write plus two short keys, and storage is not doubled. The latency-
 critical read, an agent's context (`last(thread, n)`), is a single prefix scan over full rows.
-The relay's `read_from_seq` pays one point lookup per message (tens of microseconds), which is
-cheap for a batch reader; the message-id lookup is only done for ids a caller supplied.
+The relay's `read_from_seq` pays one point lookup per message (tens of microseconds), unless it
+reads the last appends, which the writer keeps in memory (`sinks.slatedb.recent`); the message-id
+lookup is only done for ids a caller supplied.
 
 Per-thread offsets and global seqs are therefore recovered with a descending scan of the thread
 prefix and of `s/` respectively (see `SlateJournal`).

@@ -14,6 +14,7 @@ for tests (`states`, `guards`), and `wipe()` loses everything like a Redis wipe.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from core.stores.thresholds import Outcome, OutcomeKind, ThreadScope
 from processors.thresholds import Counters, advance, crossing
@@ -70,6 +71,14 @@ class InMemoryThresholdStore:
         counters, _ = advance(counters, tokens)
         state.update(upto=offset, tokens=counters.tokens, messages=counters.messages)
         return self._decide(scope, state, offset, counters, base)
+
+    async def count_batch(self, messages: Sequence[tuple[ThreadScope, int, int]]) -> list[Outcome]:
+        outcomes: list[Outcome] = []
+        for scope, offset, tokens in messages:
+            outcomes.append(await self.count(scope, offset, tokens))
+            if outcomes[-1].kind in ("rebuild", "gap"):
+                break
+        return outcomes
 
     async def install(
         self,

@@ -184,7 +184,14 @@ class World:
         self.topic += [m.offset for m in stored]
 
     async def process(self, message: Message) -> None:
-        outcome = await self.rig.processor.outcome(message)
+        self.check(message, await self.rig.processor.outcome(message))
+
+    async def process_batch(self, messages: Sequence[Message]) -> None:
+        """A batch of the topic, counted as the processor's `process` does (`outcomes`)."""
+        for message, outcome in zip(messages, await self.rig.processor.outcomes(messages), strict=True):
+            self.check(message, outcome)
+
+    def check(self, message: Message, outcome: Outcome) -> None:
         hypothesis.event(outcome.kind)
         agent, covered = message.agent_id, self.covered(message.agent_id)
         if outcome.kind == "old":
@@ -226,8 +233,7 @@ class World:
         if name == "append":
             await self.append(n, AGENTS[choice])
         elif name == "deliver":
-            for offset in self.topic[self.cursor : self.cursor + n]:
-                await self.process(self.journal[offset])
+            await self.process_batch([self.journal[o] for o in self.topic[self.cursor : self.cursor + n]])
             self.cursor = min(len(self.topic), self.cursor + n)
         elif name == "rewind":
             self.cursor = max(0, self.cursor - n)

@@ -72,6 +72,16 @@ async def test_pages_are_read_until_up_to_is_passed() -> None:
     assert journal.reads == [(0, 3), (3, 3)]  # the page reaching offset 6 is the last read
 
 
+async def test_no_read_asks_for_more_than_is_left_up_to_up_to() -> None:
+    """Offsets are gap-free, so the messages past `up_to` (appended since) are not read."""
+    journal = PagedJournal([message(i) for i in range(500)])
+    assert await between(journal, after=49, up_to=59) == list(range(50, 60))
+    assert journal.reads == [(49, 10)]
+    journal.reads.clear()
+    assert await between(journal, after=-1, up_to=7, page_size=3) == list(range(8))
+    assert journal.reads == [(-1, 3), (2, 3), (5, 2)]
+
+
 async def test_reading_stops_at_the_end_of_the_thread() -> None:
     journal = PagedJournal([message(i) for i in range(4)])
     assert await between(journal, after=-1, up_to=50, page_size=2) == [0, 1, 2, 3]

@@ -177,6 +177,35 @@ async def test_an_install_applies_only_to_the_state_count_saw(store: Store) -> N
         await store.install(T, again, base=2, upto=1, tokens=0, messages=0, offset=2)
 
 
+async def test_a_batch_counts_in_order_and_stops_after_the_first_that_needs_the_journal(
+    store: Store,
+) -> None:
+    other = ThreadScope("test", "acme", "bot", "th-2")
+    await counted(store, range(1))
+    first = await store.count_batch([(T, 1, 1), (T, 1, 1), (T, 2, 1), (T, 3, 1), (other, 0, 1), (T, 4, 1)])
+    assert [(o.kind, o.messages, o.offset) for o in first] == [
+        ("counted", 2, 1),
+        ("duplicate", 2, 1),
+        ("request", 3, 2),
+        ("guarded", 4, 3),
+        ("rebuild", None, None),  # a new thread: the batch stops here, nothing changed
+    ]
+    assert await store.counters(other) is None
+    assert await store.counters(T) == {
+        "base": 0,
+        "upto": 3,
+        "tokens": 4,
+        "messages": 4,
+        "req_offset": 2,
+        "req_tokens": 3,
+        "req_messages": 3,
+    }
+    gap = await store.count_batch([(T, 2, 1), (T, 6, 1), (T, 4, 1)])
+    assert [o.kind for o in gap] == ["resend", "gap"]  # offset 4 is not counted
+    assert await store.count_batch([]) == []
+    assert [o.kind for o in await store.count_batch([(T, 4, 1)])] == ["guarded"]
+
+
 async def test_tenants_never_share_state(store: Store) -> None:
     others = [
         ThreadScope("test", "globex", "bot", "th-1"),
@@ -250,6 +279,7 @@ OPS = st.one_of(
     st.tuples(st.just("append"), st.integers(1, 8), st.integers(0, 1)),  # n messages of an agent
     st.tuples(st.just("count"), st.integers(0, 10_000), st.just(0)),  # a message delivered, any order
     st.tuples(st.just("next"), st.integers(1, 8), st.just(0)),  # the next n messages in order
+    st.tuples(st.just("batch"), st.integers(1, 8), st.just(0)),  # count_batch (`apply`)
     st.tuples(st.just("summarize"), st.integers(0, 1), st.integers(0, 10_000)),  # reset + release
     st.tuples(st.just("release"), st.integers(0, 1), st.integers(-1, 60)),  # -1: unconditional
     st.tuples(st.just("hold"), st.integers(0, 1), st.integers(0, 60)),
@@ -286,11 +316,13 @@ class Lockstep:
         assert answers[0] == answers[1], (step, args, kwargs, answers)
         return answers[0]
 
-    async def deliver(self, offset: int) -> None:
-        """What the processor does with one message: count it, rebuild or fill the gap."""
+    async def deliver(self, offset: int, seen: Outcome | None = None) -> None:
+        """What the processor does with one message: count it (unless `count_batch` answered it
+        `seen`), rebuild or fill the gap."""
         agent, tokens = self.journal[offset]
         scope = self.scope(agent)
-        seen = await self.both("count", scope, offset, tokens)
+        if seen is None:
+            seen = await self.both("count", scope, offset, tokens)  # type: ignore[assignment]
         assert isinstance(seen, Outcome)
         hypothesis.event(seen.kind)
         if seen.kind == "rebuild":
@@ -322,6 +354,18 @@ class Lockstep:
             for offset in range(self.cursor, min(len(self.journal), self.cursor + n)):
                 await self.deliver(offset)
             self.cursor = min(len(self.journal), self.cursor + n)
+        elif name == "batch":  # the next n messages, then as many again in reverse, in batches
+            end = min(len(self.journal), self.cursor + n)
+            offsets = [*range(self.cursor, end), *reversed(range(self.cursor, end))]
+            self.cursor = end
+            while offsets:
+                batch = [(self.scope(self.journal[o][0]), o, self.journal[o][1]) for o in offsets]
+                answers = await self.both("count_batch", batch)
+                assert isinstance(answers, list) and 0 < len(answers) <= len(offsets)
+                hypothesis.event(f"batch: {len(answers)} of {len(offsets)}")
+                if answers[-1].kind in ("rebuild", "gap"):
+                    await self.deliver(offsets[len(answers) - 1], answers[-1])
+                offsets = offsets[len(answers) :]
         elif name == "summarize" and self.journal:
             agent = AGENTS[n]
             last = max(self.covered.get(agent, -1), x % len(self.journal))

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from core.errors import InvalidInput, JournalUnavailable
+from core.errors import Conflict, InvalidInput, JournalUnavailable
 from core.stores.journal import Journal
 from sinks.slatedb.journal import SlateJournal
 
@@ -64,3 +64,26 @@ async def test_a_failed_group_fails_its_callers_and_offsets_are_not_reused(journ
 async def test_slate_journal_implements_the_journal_protocol(journal: SlateJournal) -> None:
     as_protocol: Journal = journal  # checked by mypy
     assert as_protocol is journal
+
+
+async def test_one_group_resolves_stored_and_in_group_ids(journal: SlateJournal) -> None:
+    """The id-index reads of a group are issued together: stored retries, ids taken in another
+    thread, ids first written earlier in the same group and fresh ids each get their answer."""
+    await journal.append(thread("t1"), "a", None, [user("one", "s1"), user("two", "s2")])
+    stored = await journal.last(thread("t1"), 2)
+    results = await asyncio.gather(
+        journal.append(thread("t1"), "a", None, [user("two", "s2"), user("three", "n1")]),
+        journal.append(thread("t2"), "a", None, [user("one", "s1")]),
+        journal.append(thread("t1"), "a", None, [user("three", "n1")]),
+        journal.append(thread("t1"), "a", None, [user("changed", "s1")]),
+        *(journal.append(thread(f"f{i}"), "a", None, [user("x", f"f{i}")]) for i in range(20)),
+        return_exceptions=True,
+    )
+    retry, other_thread, in_group, changed, *fresh = results
+    assert not isinstance(retry, BaseException) and not isinstance(in_group, BaseException)
+    assert retry[0] == stored[1] and retry[1].offset == 2
+    assert in_group == [retry[1]]
+    assert isinstance(other_thread, Conflict) and "another thread" in other_thread.message
+    assert isinstance(changed, Conflict) and "content" in changed.message
+    assert all(isinstance(r, list) and r[0].offset == 0 for r in fresh)
+    assert await journal.last_seq() == 3 + 20

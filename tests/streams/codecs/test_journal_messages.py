@@ -87,3 +87,33 @@ def test_decode_rejects_invalid_fields() -> None:
     with pytest.raises(InvalidEvent, match="offset") as info:
         decode(json.dumps(value).encode())
     assert not isinstance(info.value, UnsupportedSchemaVersion)
+
+
+def outcome(value: bytes | str) -> Message | tuple[type, str]:
+    try:
+        return decode(value)
+    except InvalidEvent as exc:
+        return type(exc), str(exc)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (b'"offset":4', b'"offset":-1'),  # an invalid field
+        (b'"offset":4', b'"offset":4.0'),
+        (b'"offset":4', b'"offset":NaN'),
+        (b'"token_count":5', b'"token_count":5,"schema_version":2'),  # a second version, later
+        (b'"token_count":5', b'"token_count":5,"extra":1'),
+        (b'"content":"h', b'"content":"\\ud800h'),  # a lone surrogate (json.loads accepts it)
+        (b'"content":"h', b'"content":"x","content":"h'),  # a repeated key: the last one counts
+        (b'"seq":17', b'"seq":17,'),  # not JSON
+        (b'"role":"user"', b'"role":"robot"'),
+    ],
+)
+def test_values_as_encoded_decode_as_the_full_path_does(old: bytes, new: bytes) -> None:
+    """Bytes as `encode` writes them take the one-step parse; a str takes the full path
+    (`json.loads` + `model_validate`): both accept the same values and raise the same errors."""
+    value = encode(make()).value
+    assert value.count(old) == 1
+    changed = value.replace(old, new)
+    assert outcome(changed) == outcome(changed.decode("utf-8"))
