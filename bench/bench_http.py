@@ -92,7 +92,7 @@ def measure(node: Node, args: argparse.Namespace, row: Row, scripts: Path) -> Fi
         script = append_script(scripts, node.key, AGENT, THREADS, row.per_call, content)
     else:
         script = context_script(scripts, node.key, THREADS)
-    meter = CpuMeter(node.pid)
+    meter = CpuMeter(*node.pids)
     meter.start()
     result: WrkResult = run_wrk(args.wrk, node.url, script, row.connections, args.duration)
     cpu = meter.seconds()
@@ -149,7 +149,7 @@ def search_probes(http: httpx.Client, probes: int, poll_s: float, timeout_s: flo
 def quiet(node: Node, args: argparse.Namespace) -> float | None:
     """Wait until the node's CPU is below `--quiet` of a core (at most `--settle` s; 5 s without
     a pid); its last 1 s share of a core. Says so when it never got that quiet."""
-    share = CpuMeter(node.pid).wait_quiet(args.quiet, args.settle)
+    share = CpuMeter(*node.pids).wait_quiet(args.quiet, args.settle)
     if share is not None and share >= args.quiet:
         print(f"   (node still at {share:.0%} CPU after {args.settle:.0f} s: measuring anyway)", flush=True)
     return share

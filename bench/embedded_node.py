@@ -1,8 +1,9 @@
 """The node bench_http drives: an embedded stack started with `memstream up`, or one already running.
 
 `start_up` runs `memstream up` (Tansu, PostgreSQL, Redis, then the node with its API, journal
-writer, relays and every processor) as a child process on free ports in a work directory, as a
-user meets it, and waits until `/readyz` says `ready` (every processor runs). The stack is stopped by
+writer, relays and projections, and the worker with the thread-memory processors) as a child
+process on free ports in a work directory, as a user meets it, and waits until `/readyz` says
+`ready` (every processor of the node runs) and the worker was started. The stack is stopped by
 the `server_group` it was started in (SIGTERM: `up` stops the node and its servers in order).
 
 `CpuMeter` measures the CPU time a process and its descendants used between two readings, to
@@ -37,6 +38,13 @@ class Node:
     key: str
     pid: int | None
     bootstrap: str | None = None
+    worker_pid: int | None = None
+    """The thread-memory worker `memstream up` runs beside the node (None: the node hosts them)."""
+
+    @property
+    def pids(self) -> list[int]:
+        """The memstream processes serving this node: the node, and its worker when there is one."""
+        return [pid for pid in (self.pid, self.worker_pid) if pid is not None]
 
 
 def ready(url: str) -> bool:
@@ -62,19 +70,33 @@ def start_up(group: ServerGroup, work: Path, timeout_s: float = 300.0) -> Node:
     }
     env.pop("MEMSTREAM_CONFIG", None)
     url = f"http://127.0.0.1:{api_port}"
+    # `up` runs the thread-memory processors in a worker unless the node is told to host them
+    worker_wanted = "MEMSTREAM_NODE_PROCESSORS" not in env
+
+    def stack_ready() -> bool:
+        state = data / "run" / "state.json"  # the node's (and worker's) pid
+        if not state.is_file() or not ready(url):
+            return False
+        return not worker_wanted or "worker" in json.loads(state.read_text())["services"]
+
     up = ManagedProcess(
         name="memstream-up",
         argv=[sys.executable, "-m", "memstream", "up"],
         log_path=work / "up.log",
-        ready=lambda: (data / "run" / "state.json").is_file() and ready(url),  # state: the node's pid
+        ready=stack_ready,
         env=env,
         cwd=work,  # no memstream.toml of the current directory
     )
     group.start(up, timeout=timeout_s)
     key = (data / "api-key").read_text().strip()
     state = json.loads((data / "run" / "state.json").read_text())
+    worker = state["services"].get("worker")
     return Node(
-        url=url, key=key, pid=int(state["services"]["node"]["pid"]), bootstrap=f"127.0.0.1:{broker_port}"
+        url=url,
+        key=key,
+        pid=int(state["services"]["node"]["pid"]),
+        bootstrap=f"127.0.0.1:{broker_port}",
+        worker_pid=int(worker["pid"]) if worker else None,
     )
 
 
@@ -88,18 +110,18 @@ def wait_ready(url: str, timeout_s: float = 120.0) -> None:
 
 
 class CpuMeter:
-    """CPU seconds used by a process and its descendants (those alive at the reading) since
-    `start()`; no readings when `pid` is None."""
+    """CPU seconds used by processes and their descendants (those alive at the reading) since
+    `start()`; no readings without a pid."""
 
-    def __init__(self, pid: int | None) -> None:
-        self.process = psutil.Process(pid) if pid is not None else None
+    def __init__(self, *pids: int | None) -> None:
+        self.processes = [psutil.Process(pid) for pid in pids if pid is not None]
+        self.process = self.processes[0] if self.processes else None
         self.started = 0.0
 
     def _total(self) -> float:
-        if self.process is None:
-            return 0.0
         total = 0.0
-        for proc in [self.process, *self.process.children(recursive=True)]:
+        tree = [p for root in self.processes for p in (root, *root.children(recursive=True))]
+        for proc in tree:
             try:
                 times = proc.cpu_times()
             except psutil.NoSuchProcess:
