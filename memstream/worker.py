@@ -13,7 +13,7 @@ signals. They share the worker's `Engines`, as the node's share the node's:
 The processors keep their groups' journal progress in the configured Postgres
 (`core.stores.progress`), as the node does; a worker without thread-memory processors that cannot
 reach Postgres at start runs without (logged), which only means more is republished after a
-broker loss.
+broker loss. The worker runs on the node's event loop (`memstream.event_loop`: uvloop).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import asyncpg
 
 from core.config import Settings, mask_url
 from core.errors import JournalUnavailable, MemstreamError
+from memstream import event_loop
 from memstream.engines import Engines
 from memstream.shutdown import StopSignals
 from memstream.wiring.processors import PROCESSORS, THREAD_MEMORY, ProcessorFactory, create_processor
@@ -74,7 +75,7 @@ def run_worker(
     for name in wanted:
         if name not in factories:
             raise UnknownProcessor(name, list(factories))
-    asyncio.run(_run_until_signal(wanted, factories, settings, options, registry))
+    event_loop.run(_run_until_signal(wanted, factories, settings, options, registry))
 
 
 async def _run_until_signal(
