@@ -1,5 +1,6 @@
 """What the journal needs of the SlateDB Python binding beyond its plain API: the read and scan
-options it uses, batched iteration, fence detection, and a speed-up of the binding's byte copy.
+options it uses, batched iteration, concurrent point reads, fence detection, and a speed-up of the
+binding's byte copy.
 
 The generated binding (`slatedb.uniffi`) copies every key and value into Rust one byte at a time
 in Python, into a buffer it grows as it writes; `speed_up_byte_copy` replaces that copy with one
@@ -10,6 +11,7 @@ the binding versions it was checked against (`PATCHED_VERSIONS`).
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import struct
 from collections.abc import Callable
@@ -18,6 +20,7 @@ from typing import Any
 
 from slatedb.uniffi import (
     CloseReason,
+    Db,
     DbIterator,
     DurabilityLevel,
     IterationOrder,
@@ -60,6 +63,15 @@ async def take(iterator: DbIterator, limit: int) -> list[KeyValue]:
             break
         rows.extend(batch)
     return rows
+
+
+async def get_all(db: Db, keys_: list[bytes]) -> list[bytes | None]:
+    """`db.get` of every key, issued concurrently; the first failure is raised once all ended."""
+    results = await asyncio.gather(*(db.get(key) for key in keys_), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return [result for result in results if not isinstance(result, BaseException)]
 
 
 def is_fenced(exc: BaseException) -> bool:

@@ -8,7 +8,8 @@ durable in order. After each group is durable, the listeners run (`add_listener`
 counters (next offset per thread, last seq) only advance after a group is durable; if a group
 fails, the counters are dropped and re-derived from storage on next use (the failed batch may
 still be in SlateDB's memtable, so offsets are never reused), and only that group's callers fail.
-The last durable messages are kept for the relay's reads (`read_recent`, `sinks.slatedb.recent`).
+The last durable messages are kept for the relay's reads (`read_recent`, `sinks.slatedb.recent`),
+the last of recently read threads for `last` (`windows`, `sinks.slatedb.windows`).
 
 Storage failures are translated by the journal's `storage_errors` (which fences this writer when
 SlateDB says so: `fence`).
@@ -30,8 +31,9 @@ from core.errors import Conflict, JournalUnavailable, MemstreamError
 from core.journal.append_rules import check_retry
 from core.journal.models import Message, NewMessage, ThreadRef
 from sinks.slatedb import keys
-from sinks.slatedb.binding import ALL, DURABLE_DESC, LATEST_DESC
+from sinks.slatedb.binding import ALL, DURABLE_DESC, LATEST_DESC, get_all
 from sinks.slatedb.recent import RecentMessages
+from sinks.slatedb.windows import ThreadWindows
 
 log = logging.getLogger("memstream.journal")
 
@@ -109,6 +111,8 @@ class GroupCommit:
         self._closing = False
         self._listeners: list[Callable[[], None]] = []
         self._recent = RecentMessages()
+        self.windows = ThreadWindows()
+        """The last messages of recently read threads, for `last` (`sinks.slatedb.windows`)."""
         self._appends = 0
         self._messages = 0
         self._batches = 0
@@ -237,6 +241,7 @@ class GroupCommit:
         self._alloc_seq = plan.last_seq
         self._durable_seq = max(self._durable_seq, plan.last_seq)
         self._recent.add(plan.written)
+        self.windows.add(plan.written)
         self._appends += len(group)
         self._messages += plan.new_messages
         for request, outcome in plan.outcomes:
@@ -321,13 +326,13 @@ class GroupCommit:
         )
         if not id_keys:
             return {}
-        row_keys = await _get_all(self._db, id_keys)
+        row_keys = await get_all(self._db, id_keys)
         found = [
             (id_key, row_key)
             for id_key, row_key in zip(id_keys, row_keys, strict=True)
             if row_key is not None
         ]
-        values = await _get_all(self._db, [row_key for _, row_key in found])
+        values = await get_all(self._db, [row_key for _, row_key in found])
         stored: dict[bytes, Message] = {}
         for (id_key, row_key), value in zip(found, values, strict=True):
             if value is None:
@@ -354,6 +359,7 @@ class GroupCommit:
         """After a failed group: forget the counters; they are re-derived from storage."""
         self._next_offsets.clear()
         self._recent.clear()
+        self.windows.invalidate()
         self._alloc_seq = None
         self._uncertain = True
 
@@ -379,15 +385,6 @@ def _existing(
     if message is None:
         message = stored.get(id_key)
     return None if message is None else check_retry(item.new, message, thread.thread_id)
-
-
-async def _get_all(db: Db, keys_: list[bytes]) -> list[bytes | None]:
-    """`db.get` of every key, issued concurrently; the first failure is raised once all ended."""
-    results = await asyncio.gather(*(db.get(key) for key in keys_), return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException):
-            raise result
-    return [result for result in results if not isinstance(result, BaseException)]
 
 
 def _settle(future: asyncio.Future[list[Message]], outcome: list[Message] | BaseException) -> None:

@@ -9,7 +9,8 @@ caller, so seqs become durable in order. After each group is durable, the append
 Reads (`last`, `after`, `read_from_seq`, cursors) only see durable data (`DurabilityLevel.REMOTE`),
 so a reader never sees a message whose append has not been acknowledged and might still be lost.
 `read_from_seq` answers the relay's reads of the last appends from the messages the writer keeps
-once durable (`sinks.slatedb.recent`), exactly what storage holds.
+once durable (`sinks.slatedb.recent`), and `last` (up to a context window) the windows of recently
+read threads (`sinks.slatedb.windows`), exactly what storage holds.
 
 This process must be the only writer. Opening the same journal elsewhere fences this instance:
 SlateDB reports it on the next write or manifest poll (about 1 s), after which every call raises
@@ -25,7 +26,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 
-from slatedb.uniffi import CloseReason, Db, DbBuilder, KeyRange, Settings
+from slatedb.uniffi import CloseReason, Db, DbBuilder, KeyRange, KeyValue, Settings
 from slatedb.uniffi import Error as SlateError
 
 from core.config import S3Settings
@@ -119,6 +120,7 @@ class SlateJournal:
             return
         self._closing = True
         await self._commits.close()
+        self._commits.windows.invalidate()
         self._closed = True
         try:
             await self._db.shutdown()
@@ -178,17 +180,34 @@ class SlateJournal:
     # ---- reads ---------------------------------------------------------------------------------
 
     async def last(self, thread: ThreadRef, n: int) -> list[Message]:
-        """The last `n` durable messages of a thread, oldest first ([] for n == 0 or no thread)."""
+        """The last `n` durable messages of a thread, oldest first ([] for n == 0 or no thread).
+
+        Up to the context window's size, answered from the windows the writer keeps of recently
+        read threads (`sinks.slatedb.windows`); a miss reads a whole window and keeps it."""
         self._check_usable()
         keys.check_thread(thread)
         _check_count(n, "n")
         if n == 0:
             return []
-        prefix = keys.thread_prefix(thread)
+        windows = self._commits.windows
+        if n > windows.window:
+            rows = await self._scan_last(thread, n)
+            return [keys.parse_row(self._url, row.key, row.value) for row in reversed(rows)]
+        key = (thread.environment, thread.account_id, thread.thread_id)
+        kept = windows.get(key, n)
+        if kept is not None:
+            return kept
+        ticket = windows.ticket()
+        rows = await self._scan_last(thread, windows.window)
+        read = [(keys.parse_row(self._url, row.key, row.value), len(row.value)) for row in reversed(rows)]
+        windows.put(key, ticket, read)  # no await since the scan: see the module doc of windows
+        return [message for message, _ in read[-n:]]
+
+    async def _scan_last(self, thread: ThreadRef, n: int) -> list[KeyValue]:
+        """The last `n` durable rows of a thread, newest first."""
         with self._storage_errors("reading a thread"):
-            iterator = await self._db.scan_prefix_with_options(prefix, ALL, DURABLE_DESC)
-            rows = await take(iterator, n)
-        return [keys.parse_row(self._url, row.key, row.value) for row in reversed(rows)]
+            iterator = await self._db.scan_prefix_with_options(keys.thread_prefix(thread), ALL, DURABLE_DESC)
+            return await take(iterator, n)
 
     async def after(self, thread: ThreadRef, offset: int, limit: int = 1000) -> list[Message]:
         """Durable messages with offset > `offset` (-1 for the start), oldest first, at most `limit`."""
@@ -295,6 +314,7 @@ class SlateJournal:
     def _mark_fenced(self) -> None:
         self._fenced = True
         self._commits.fence()
+        self._commits.windows.invalidate()
 
     @contextlib.contextmanager
     def _storage_errors(self, action: str) -> Iterator[None]:
