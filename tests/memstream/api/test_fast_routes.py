@@ -60,6 +60,7 @@ TOOL_TURN = [
     {"message_id": "r1", "role": "tool", "tool_call": {"id": "call-1", "result": '{"status": "shipped"}'}},
     {"message_id": "u1", "role": "user", "content": 'd\u00e9j\u00e0 vu \U0001f600 "quoted" <tag> &'},
 ]
+CT_TEXT = (b"content-type", b"text/plain")
 BAD_TOOL_CALL = {
     "message_id": "a2",
     "role": "assistant",
@@ -291,6 +292,8 @@ async def test_authentication(served_fast: list[str]) -> None:
             context("t1", key=REVOKED, status=401),
             append("t1", "m1"),
             context("t1"),
+            append("t1", "m5", key=None, headers=[(b"authorization", b"bearer  " + ACME.encode() + b" ")]),
+            context("t1", key=None, headers=[(b"authorization", b"BEARER " + GLOBEX.encode())], status=404),
             revoke_acme,
             append("t1", "m2", status=401),
             context("t1", status=401),
@@ -323,6 +326,8 @@ async def test_bad_input_is_left_to_fastapi(served_fast: list[str]) -> None:
             append("t1", "m1", content_type=None, status=422, fast=False),
             append("t1", "m1", content_type="application/vnd.memstream+json", fast=False),
             append("t1", "m2", query=b"dry_run=1", fast=False),
+            append("t1", "m3", headers=[CT_TEXT], status=422, fast=False),
+            append("t1", "m3", content_type=None, headers=[(b"content-type", b"application/json"), CT_TEXT]),
             append("-t1", "m1", status=422, fast=False),
             append("t" * 129, "m1", status=422, fast=False),
             append("t\x00", "m1", status=422, fast=False),
