@@ -11,8 +11,9 @@ threads) and for `GET /v1/threads/{id}/context` (process CPU time, so that other
 machine disturb the figures less; the minimum of the rounds is the steadiest). The same calls
 straight to the services (`ThreadService.append`, `ContextReader.get_context`, no HTTP) are timed
 too: the difference is the API's own cost - routing, middleware, the authentication dependency,
-body parsing and validation, response rendering. Each kind is checked to answer
-201/200 before it is timed. Run it with the branch to compare on `PYTHONPATH`.
+body parsing and validation, response rendering. "FastAPI alone" is the same app without
+`FastRoutes` (`create_app(deps, fast_routes=False)`: every request through FastAPI's machinery).
+Each kind is checked to answer 201/200 before it is timed. Run it with the branch to compare on `PYTHONPATH`.
 """
 
 from __future__ import annotations
@@ -113,7 +114,9 @@ async def run(n: int, rounds: int) -> None:
         threads=threads,
         context_reader=ContextReader(journal, threads, NoPinnedFacts(), InMemorySummaryStore()),
     )
-    app = cast(ASGI, create_app(deps))
+    fast_app = cast(ASGI, create_app(deps))
+    fastapi_app = cast(ASGI, create_app(deps, fast_routes=False))
+    app = fast_app
     key = await issue_key(keys, "acme", "bench", "bench")
     auth = [(b"host", b"memstream.bench"), (b"authorization", f"Bearer {key}".encode())]
     post_headers = [*auth, (b"content-type", b"application/json")]
@@ -146,15 +149,21 @@ async def run(n: int, rounds: int) -> None:
 
     figures: dict[str, list[float]] = {
         "append 1 message": [],
+        "  FastAPI alone": [],
         "  service alone": [],
         "GET context": [],
+        "  FastAPI alone ": [],
         "  reader alone": [],
     }
     for _ in range(rounds):
         run_id = time.monotonic_ns()
+        app = fast_app
         figures["append 1 message"].append(await _timed("append", n, append, 201))
-        figures["  service alone"].append(await _timed("service append", n, service_append, 201))
         figures["GET context"].append(await _timed("context", n, context, 200))
+        app = fastapi_app
+        figures["  FastAPI alone"].append(await _timed("append", n, append, 201))
+        figures["  FastAPI alone "].append(await _timed("context", n, context, 200))
+        figures["  service alone"].append(await _timed("service append", n, service_append, 201))
         figures["  reader alone"].append(await _timed("reader", n, service_context, 200))
     for label, values in figures.items():
         rounds_text = ", ".join(f"{v:.0f}" for v in values)

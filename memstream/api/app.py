@@ -7,6 +7,7 @@ from fastapi import FastAPI
 import memstream
 from memstream.api.deps import ApiDeps
 from memstream.api.errors import install_error_handlers
+from memstream.api.fast_routes import FastRoutes
 from memstream.api.request_guard import RequestGuard
 from memstream.api.routes.agents import agents_router
 from memstream.api.routes.context import context_router
@@ -57,8 +58,10 @@ TAGS = [
 ]
 
 
-def create_app(deps: ApiDeps) -> FastAPI:
-    """The API over `deps` (whose owner opens and closes them; see `memstream.api.deps`)."""
+def create_app(deps: ApiDeps, *, fast_routes: bool = True) -> FastAPI:
+    """The API over `deps` (whose owner opens and closes them; see `memstream.api.deps`).
+    `fast_routes=False` leaves out `FastRoutes` (appends and contexts answered by FastAPI's own
+    machinery, as every other route; the answers are the same)."""
     app = FastAPI(
         title="memstream",
         version=memstream.__version__,
@@ -70,6 +73,8 @@ def create_app(deps: ApiDeps) -> FastAPI:
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.deps = deps
+    if fast_routes:
+        app.add_middleware(FastRoutes, api=app)  # inside RequestGuard (added after it, so outside)
     app.add_middleware(RequestGuard)
     install_error_handlers(app)
     # Routes are matched in order, each at a cost: the hot ones (appends, contexts) first. No two
@@ -82,4 +87,6 @@ def create_app(deps: ApiDeps) -> FastAPI:
         app.include_router(agents_router(deps, deps.memory))
     if deps.memory is not None:
         app.include_router(memory_router(deps, deps.memory))
+    if fast_routes:
+        FastRoutes(app.router, api=app)  # a hot route that changed shape fails here, not per request
     return app
