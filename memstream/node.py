@@ -32,6 +32,7 @@ from core.config import Settings
 from core.errors import JournalFenced
 from memstream import event_loop, exit_codes
 from memstream.api.access_log import log_config
+from memstream.gc_tuning import tune_gc
 from memstream.ops.admin_token import ensure_admin_token
 from memstream.permissions import restrict_dir, restrict_umask
 from memstream.shutdown import StopSignals
@@ -86,6 +87,7 @@ async def _serve(
     admin_token: str,
 ) -> None:
     node = await build_node(settings, pool, journal, created_topics=created_topics, admin_token=admin_token)
+    tune_gc()  # after start-up: its objects are frozen, the collector runs rarely (memstream.gc_tuning)
     server = _NodeServer(server_config(settings, node.app))
     components_stop = asyncio.Event()
     api = asyncio.create_task(server.serve(), name="api")

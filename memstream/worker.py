@@ -28,6 +28,7 @@ from core.config import Settings, mask_url
 from core.errors import JournalUnavailable, MemstreamError
 from memstream import event_loop
 from memstream.engines import Engines
+from memstream.gc_tuning import tune_gc
 from memstream.shutdown import StopSignals
 from memstream.wiring.processors import PROCESSORS, THREAD_MEMORY, ProcessorFactory, create_processor
 from sinks.postgres.pool import create_pool
@@ -99,6 +100,7 @@ async def _run_until_signal(
         if thread_memory:
             journal = await _open_journal(settings)
         engines = Engines(settings, journal=journal, pool=pool)
+        tune_gc()  # as the node does (memstream.gc_tuning)
 
         def factory(name: str) -> Callable[[], Processor]:
             return lambda: create_processor(name, settings, registry=factories, engines=engines)
