@@ -121,28 +121,34 @@ def seed_threads(http: httpx.Client) -> None:
     http.post(f"/v1/threads/{PROBE_THREAD}/messages", json=body).raise_for_status()
 
 
+def probe(http: httpx.Client, thread: str, word: str, poll_s: float, timeout_s: float = 60.0) -> float | None:
+    """Append a message holding `word` to `thread`, then poll `journal_message_search` (scope
+    `current_thread`) every `poll_s` until it finds it: seconds from the append's acknowledgement,
+    or None when not found within `timeout_s`."""
+    body = {"messages": [{"role": "user", "content": f"Is the lighthouse {word} open on Saturday?"}]}
+    http.post(f"/v1/threads/{thread}/messages", json=body).raise_for_status()
+    acked = time.perf_counter()
+    call = {"arguments": {"query": word, "scope": "current_thread", "summarize": False}, "thread_id": thread}
+    while True:
+        response = http.post(f"/v1/agents/{AGENT}/tools/journal_message_search", json=call)
+        response.raise_for_status()
+        if response.json()["result"]["messages"]:
+            return time.perf_counter() - acked
+        if time.perf_counter() - acked > timeout_s:
+            return None
+        time.sleep(poll_s)
+
+
 def search_probes(http: httpx.Client, probes: int, poll_s: float, timeout_s: float = 60.0) -> list[float]:
     """Seconds from an append's acknowledgement to `journal_message_search` finding it, per probe."""
     run = uuid.uuid4().hex[:8]
     delays: list[float] = []
     for i in range(probes):
         word = f"zq{run}n{i}"
-        body = {"messages": [{"role": "user", "content": f"Is the lighthouse {word} open on Saturday?"}]}
-        http.post(f"/v1/threads/{PROBE_THREAD}/messages", json=body).raise_for_status()
-        acked = time.perf_counter()
-        call = {
-            "arguments": {"query": word, "scope": "current_thread", "summarize": False},
-            "thread_id": PROBE_THREAD,
-        }
-        while True:
-            response = http.post(f"/v1/agents/{AGENT}/tools/journal_message_search", json=call)
-            response.raise_for_status()
-            if response.json()["result"]["messages"]:
-                delays.append(time.perf_counter() - acked)
-                break
-            if time.perf_counter() - acked > timeout_s:
-                raise RuntimeError(f"probe {word!r} not found by journal_message_search in {timeout_s:.0f} s")
-            time.sleep(poll_s)
+        found = probe(http, PROBE_THREAD, word, poll_s, timeout_s)
+        if found is None:
+            raise RuntimeError(f"probe {word!r} not found by journal_message_search in {timeout_s:.0f} s")
+        delays.append(found)
     return delays
 
 

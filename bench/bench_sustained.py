@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from bench_http import AGENT, SIZE, THREADS, seed_threads
+from bench_http import AGENT, SIZE, THREADS, probe, seed_threads
 from bench_journal import message_text
 from embedded_node import CpuMeter, Node, start_up, wait_ready
 from figures import load_note, pct
@@ -79,23 +79,11 @@ def probe_loop(node: Node, every_s: float, poll_s: float, stop: threading.Event,
         while not stop.is_set():
             began = time.monotonic()
             word = f"zq{run}s{i}"
-            body = {"messages": [{"role": "user", "content": f"Is the harbour {word} open on Sunday?"}]}
-            http.post(f"/v1/threads/{PROBE_THREAD}/messages", json=body).raise_for_status()
-            acked = time.perf_counter()
-            call = {
-                "arguments": {"query": word, "scope": "current_thread", "summarize": False},
-                "thread_id": PROBE_THREAD,
-            }
-            while True:
-                response = http.post(f"/v1/agents/{AGENT}/tools/journal_message_search", json=call)
-                response.raise_for_status()
-                if response.json()["result"]["messages"]:
-                    out.probes.append(time.perf_counter() - acked)
-                    break
-                if time.perf_counter() - acked > 60:
-                    out.errors.append(f"probe {word} not searchable after 60 s")
-                    break
-                time.sleep(poll_s)
+            found = probe(http, PROBE_THREAD, word, poll_s)
+            if found is None:
+                out.errors.append(f"probe {word} not searchable after 60 s")
+            else:
+                out.probes.append(found)
             i += 1
             stop.wait(max(0.0, every_s - (time.monotonic() - began)))
 

@@ -26,18 +26,19 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 
-from slatedb.uniffi import CloseReason, Db, DbBuilder, KeyRange, KeyValue, Settings
+from slatedb.uniffi import CloseReason, Db, DbBuilder, KeyValue, Settings
 from slatedb.uniffi import Error as SlateError
 
 from core.config import S3Settings
-from core.errors import InvalidInput, JournalFenced, JournalUnavailable, MemstreamError
+from core.errors import JournalFenced, JournalUnavailable, MemstreamError
 from core.journal.append_rules import check_messages
 from core.journal.models import Message, NewMessage, ThreadRef
 from core.journal.tokens import count_tokens, message_text_size, message_token_count
 from sinks.slatedb import keys
-from sinks.slatedb.binding import ALL, DURABLE_ASC, DURABLE_DESC, READ, is_fenced, speed_up_byte_copy, take
+from sinks.slatedb.binding import READ, is_fenced, speed_up_byte_copy
 from sinks.slatedb.group_commit import GroupCommit, Item, JournalStats
 from sinks.slatedb.objectstore import build_object_store
+from sinks.slatedb.scans import check_count, check_offset, last_rows, messages_after, messages_from_seq
 
 OFFLOAD_TOKENIZE_CHARS = 256_000
 """Above this many characters in one append, token counting runs in a worker thread."""
@@ -186,7 +187,7 @@ class SlateJournal:
         read threads (`sinks.slatedb.windows`); a miss reads a whole window and keeps it."""
         self._check_usable()
         keys.check_thread(thread)
-        _check_count(n, "n")
+        check_count(n, "n")
         if n == 0:
             return []
         windows = self._commits.windows
@@ -206,52 +207,29 @@ class SlateJournal:
     async def _scan_last(self, thread: ThreadRef, n: int) -> list[KeyValue]:
         """The last `n` durable rows of a thread, newest first."""
         with self._storage_errors("reading a thread"):
-            iterator = await self._db.scan_prefix_with_options(keys.thread_prefix(thread), ALL, DURABLE_DESC)
-            return await take(iterator, n)
+            return await last_rows(self._db, thread, n)
 
     async def after(self, thread: ThreadRef, offset: int, limit: int = 1000) -> list[Message]:
         """Durable messages with offset > `offset` (-1 for the start), oldest first, at most `limit`."""
         self._check_usable()
         keys.check_thread(thread)
-        _check_count(limit, "limit")
-        if isinstance(offset, bool) or not isinstance(offset, int) or not -1 <= offset <= keys.MAX_NUMBER:
-            raise InvalidInput(f"offset must be an integer from -1 to {keys.MAX_NUMBER}", field="offset")
-        if limit == 0:
-            return []
-        start = None if offset < 0 else keys.offset_suffix(offset)
-        subrange = KeyRange(start=start, start_inclusive=False, end=None, end_inclusive=False)
+        check_count(limit, "limit")
+        check_offset(offset)
         with self._storage_errors("reading a thread"):
-            iterator = await self._db.scan_prefix_with_options(
-                keys.thread_prefix(thread), subrange, DURABLE_ASC
-            )
-            rows = await take(iterator, limit)
-        return [keys.parse_row(self._url, row.key, row.value) for row in rows]
+            return await messages_after(self._db, self._url, thread, offset, limit)
 
     async def read_from_seq(self, after_seq: int, limit: int) -> list[Message]:
         """Durable messages with seq > `after_seq`, in seq order, at most `limit` (relay read)."""
         self._check_usable()
-        _check_count(after_seq, "after_seq")
-        _check_count(limit, "limit")
+        check_count(after_seq, "after_seq")
+        check_count(limit, "limit")
         if limit == 0:
             return []
         recent = self._commits.read_recent(after_seq, limit)
         if recent is not None:
             return recent
-        subrange = KeyRange(
-            start=keys.seq_suffix(after_seq), start_inclusive=False, end=None, end_inclusive=False
-        )
         with self._storage_errors("reading by seq"):
-            iterator = await self._db.scan_prefix_with_options(keys.SEQ_PREFIX, subrange, DURABLE_ASC)
-            pointers = await take(iterator, limit)
-            values = await asyncio.gather(*(self._db.get_with_options(p.value, READ) for p in pointers))
-        messages: list[Message] = []
-        for pointer, value in zip(pointers, values, strict=True):
-            if value is None:
-                raise JournalUnavailable(
-                    f"journal at {self._url}: seq index {pointer.key!r} points to a missing row"
-                )
-            messages.append(keys.parse_row(self._url, pointer.value, value))
-        return messages
+            return await messages_from_seq(self._db, self._url, after_seq, limit)
 
     async def last_seq(self) -> int:
         """The highest durable seq (0 when empty)."""
@@ -272,7 +250,7 @@ class SlateJournal:
         """Store a named cursor; returns when durable."""
         self._check_usable()
         key = keys.cursor_key(name)
-        _check_count(seq, "seq")
+        check_count(seq, "seq")
         with self._storage_errors("writing a cursor"):
             handle = await self._db.put(key, str(seq).encode("ascii"))
             await asyncio.wait_for(handle.await_durable(), self._commits.write_timeout_s)
@@ -330,8 +308,3 @@ class SlateJournal:
             raise JournalUnavailable(
                 f"journal at {self._url}: {action} did not complete within {self._commits.write_timeout_s} s"
             ) from exc
-
-
-def _check_count(value: int, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= keys.MAX_NUMBER:
-        raise InvalidInput(f"{name} must be an integer from 0 to {keys.MAX_NUMBER}", field=name)

@@ -24,15 +24,16 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 
-from slatedb.uniffi import DbReader, DbReaderBuilder, KeyRange, ReaderMode, ReaderOptions
+from slatedb.uniffi import DbReader, DbReaderBuilder, ReaderMode, ReaderOptions
 from slatedb.uniffi import Error as SlateError
 
 from core.config import S3Settings
-from core.errors import InvalidInput, JournalReadOnly, JournalUnavailable, StoreUnavailable
+from core.errors import JournalReadOnly, JournalUnavailable, StoreUnavailable
 from core.journal.models import Message, NewMessage, ThreadRef
 from sinks.slatedb import keys
-from sinks.slatedb.binding import ALL, DURABLE_ASC, DURABLE_DESC, READ, speed_up_byte_copy, take
+from sinks.slatedb.binding import ALL, DURABLE_DESC, READ, speed_up_byte_copy, take
 from sinks.slatedb.objectstore import build_object_store
+from sinks.slatedb.scans import check_count, check_offset, last_rows, messages_after, messages_from_seq
 
 DEFAULT_POLL_INTERVAL_MS = 100
 """How often the reader looks for new durable writes (SlateDB's default is 10 s)."""
@@ -105,54 +106,31 @@ class SlateJournalReader:
         """The last `n` messages of a thread visible here, oldest first ([] for n == 0 or none)."""
         self._check_open()
         keys.check_thread(thread)
-        _check_count(n, "n")
+        check_count(n, "n")
         if n == 0:
             return []
         with self._storage_errors("reading a thread"):
-            iterator = await self._db.scan_prefix_with_options(keys.thread_prefix(thread), ALL, DURABLE_DESC)
-            rows = await take(iterator, n)
+            rows = await last_rows(self._db, thread, n)
         return [keys.parse_row(self._url, row.key, row.value) for row in reversed(rows)]
 
     async def after(self, thread: ThreadRef, offset: int, limit: int = 1000) -> list[Message]:
         """Visible messages with offset > `offset` (-1 for the start), oldest first, at most `limit`."""
         self._check_open()
         keys.check_thread(thread)
-        _check_count(limit, "limit")
-        if isinstance(offset, bool) or not isinstance(offset, int) or not -1 <= offset <= keys.MAX_NUMBER:
-            raise InvalidInput(f"offset must be an integer from -1 to {keys.MAX_NUMBER}", field="offset")
-        if limit == 0:
-            return []
-        start = None if offset < 0 else keys.offset_suffix(offset)
-        subrange = KeyRange(start=start, start_inclusive=False, end=None, end_inclusive=False)
+        check_count(limit, "limit")
+        check_offset(offset)
         with self._storage_errors("reading a thread"):
-            iterator = await self._db.scan_prefix_with_options(
-                keys.thread_prefix(thread), subrange, DURABLE_ASC
-            )
-            rows = await take(iterator, limit)
-        return [keys.parse_row(self._url, row.key, row.value) for row in rows]
+            return await messages_after(self._db, self._url, thread, offset, limit)
 
     async def read_from_seq(self, after_seq: int, limit: int) -> list[Message]:
         """Visible messages with seq > `after_seq`, in seq order, at most `limit`."""
         self._check_open()
-        _check_count(after_seq, "after_seq")
-        _check_count(limit, "limit")
+        check_count(after_seq, "after_seq")
+        check_count(limit, "limit")
         if limit == 0:
             return []
-        subrange = KeyRange(
-            start=keys.seq_suffix(after_seq), start_inclusive=False, end=None, end_inclusive=False
-        )
         with self._storage_errors("reading by seq"):
-            iterator = await self._db.scan_prefix_with_options(keys.SEQ_PREFIX, subrange, DURABLE_ASC)
-            pointers = await take(iterator, limit)
-            values = await asyncio.gather(*(self._db.get_with_options(p.value, READ) for p in pointers))
-        messages: list[Message] = []
-        for pointer, value in zip(pointers, values, strict=True):
-            if value is None:
-                raise JournalUnavailable(
-                    f"journal at {self._url}: seq index {pointer.key!r} points to a missing row"
-                )
-            messages.append(keys.parse_row(self._url, pointer.value, value))
-        return messages
+            return await messages_from_seq(self._db, self._url, after_seq, limit)
 
     async def last_seq(self) -> int:
         """The highest seq visible here (0 when none)."""
@@ -216,8 +194,3 @@ class SlateJournalReader:
             yield
         except SlateError as exc:
             raise JournalUnavailable(f"journal at {self._url}: storage error while {action}: {exc}") from exc
-
-
-def _check_count(value: int, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= keys.MAX_NUMBER:
-        raise InvalidInput(f"{name} must be an integer from 0 to {keys.MAX_NUMBER}", field=name)
