@@ -13,9 +13,6 @@ JSON object of at most `MAX_METADATA_BYTES`; the one key memstream reads is
 - appending to a missing thread creates it when the append names `agent_id`, in a transaction
   that is rolled back when the journal rejects the messages (so a rejected append leaves no
   thread behind).
-- appends and message reads look the thread up in `ThreadIdentities` (`core.thread_identities`:
-  who a committed thread belongs to never changes, so it is remembered in process), the store only
-  on a miss; reads of the thread itself (its metadata, the context window) always ask the store.
 
 `ThreadStore` is the storage interface (`sinks.postgres.threads.PostgresThreadStore`).
 """
@@ -36,7 +33,6 @@ from core.ids import require_id
 from core.inputs import check_json_value
 from core.journal.models import Message, NewMessage, ThreadRef
 from core.stores.journal import Journal
-from core.thread_identities import ThreadIdentities, ThreadIdentity
 
 MAX_WINDOW_MESSAGES = 20
 MAX_METADATA_BYTES = 64 * 1024
@@ -223,32 +219,20 @@ async def journal_call(call: Awaitable[T], action: str) -> T:
 class ThreadService:
     """Thread operations of one caller (a `Principal`), over a `ThreadStore` and the journal."""
 
-    def __init__(
-        self, store: ThreadStore, journal: Journal, *, identities: ThreadIdentities | None = None
-    ) -> None:
+    def __init__(self, store: ThreadStore, journal: Journal) -> None:
         self._store = store
         self._journal = journal
-        self._identities = identities if identities is not None else ThreadIdentities()
 
     async def get(self, principal: Principal, thread_id: str) -> Thread:
         """The caller's thread; NotFound when the caller's account has none with this id."""
         check_thread_id(thread_id, "thread_id")
         thread = await self._store.get(principal.environment, principal.account_id, thread_id)
         if thread is None:
-            raise _not_found(thread_id)
+            raise NotFound(
+                f"thread {thread_id!r} does not exist: create it with PUT /v1/threads/{thread_id} "
+                "or append to it with an agent_id"
+            )
         return thread
-
-    async def _identity(self, principal: Principal, thread_id: str) -> ThreadIdentity | None:
-        """Who the caller's thread belongs to (remembered, else from the store); None if none."""
-        env, account = principal.environment, principal.account_id
-        identity = self._identities.get(env, account, thread_id)
-        if identity is None:
-            thread = await self._store.get(env, account, thread_id)
-            if thread is None:
-                return None
-            identity = ThreadIdentity(ref=thread.ref, agent_id=thread.agent_id, user_id=thread.user_id)
-            self._identities.put(identity)  # committed: read outside any transaction of ours
-        return identity
 
     async def put(
         self,
@@ -315,10 +299,10 @@ class ThreadService:
         if not messages:
             raise InvalidInput("an append needs at least one message", field="messages")
         env, account = principal.environment, principal.account_id
-        identity = await self._identity(principal, thread_id)
-        if identity is not None:
-            _check_identity(identity, agent_id, user_id, action="append to")
-            return await self._journal_append(identity, messages)
+        thread = await self._store.get(env, account, thread_id)
+        if thread is not None:
+            _check_identity(thread, agent_id, user_id, action="append to")
+            return await self._journal_append(thread, messages)
         if agent_id is None:
             raise NotFound(
                 f"thread {thread_id!r} does not exist: create it with PUT /v1/threads/{thread_id} "
@@ -344,34 +328,17 @@ class ThreadService:
             raise InvalidInput(f"after must be >= -1, got {after}", field="after")
         if not 1 <= limit <= 1000:
             raise InvalidInput(f"limit must be from 1 to 1000, got {limit}", field="limit")
-        check_thread_id(thread_id, "thread_id")
-        identity = await self._identity(principal, thread_id)
-        if identity is None:
-            raise _not_found(thread_id)
-        return await journal_call(self._journal.after(identity.ref, after, limit), "reading messages")
+        thread = await self.get(principal, thread_id)
+        return await journal_call(self._journal.after(thread.ref, after, limit), "reading messages")
 
-    async def _journal_append(
-        self, thread: Thread | ThreadIdentity, messages: Sequence[NewMessage]
-    ) -> list[Message]:
+    async def _journal_append(self, thread: Thread, messages: Sequence[NewMessage]) -> list[Message]:
         return await journal_call(
             self._journal.append(thread.ref, thread.agent_id, thread.user_id, messages), "appending"
         )
 
 
-def _not_found(thread_id: str) -> NotFound:
-    return NotFound(
-        f"thread {thread_id!r} does not exist: create it with PUT /v1/threads/{thread_id} "
-        "or append to it with an agent_id"
-    )
-
-
 def _check_identity(
-    thread: Thread | ThreadIdentity,
-    agent_id: str | None,
-    user_id: str | None,
-    *,
-    action: str,
-    exact: bool = False,
+    thread: Thread, agent_id: str | None, user_id: str | None, *, action: str, exact: bool = False
 ) -> None:
     """Conflict when agent_id/user_id contradict the thread.
 

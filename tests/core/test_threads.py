@@ -237,7 +237,7 @@ async def test_a_remembered_thread_still_shows_changes_made_on_another_node(
     here = ThreadService(PostgresThreadStore(pool), journal)
     there = ThreadService(PostgresThreadStore(pool), journal)  # another node: its own memory
     await there.put(ACME, "t1", agent_id="bot", user_id="u1", metadata={})
-    await here.append(ACME, "t1", agent_id=None, user_id=None, messages=[user_message("one")])  # remembered
+    await here.append(ACME, "t1", agent_id=None, user_id=None, messages=[user_message("one")])  # read
     await there.patch_metadata(ACME, "t1", {"config": {"max_working_memory_messages": 4}})
     assert (await here.get(ACME, "t1")).window_size == 4  # the context window is read fresh
     with pytest.raises(NotFound):
