@@ -136,7 +136,7 @@ class Settings(BaseSettings):
     ports: EmbeddedPorts = EmbeddedPorts()
 
     chat_model: ModelSettings = ModelSettings()
-    embedding_model: ModelSettings = ModelSettings(model="all-MiniLM-L6-v2-int8")
+    embedding_model: ModelSettings = ModelSettings(model="all-MiniLM-L6-v2-q8")
 
     hygiene_at: time = Field(default=time(3, 0), description="UTC time of the daily memory hygiene pass")
     stop_deadline_s: float = Field(

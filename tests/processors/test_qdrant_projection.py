@@ -22,7 +22,7 @@ from streams.runtime.processor import InvalidMessage
 from tests.fakes.outage import Outage
 from tests.processors.projection_support import T0, entry, key_of, record, tombstone, upsert, value_of
 
-MODEL = "all-MiniLM-L6-v2-int8"
+MODEL = "all-MiniLM-L6-v2-q8"
 ACME = CollectionRef(environment="test", account_id="acme", model_id=MODEL)
 GLOBEX = CollectionRef(environment="test", account_id="globex", model_id=MODEL)
 

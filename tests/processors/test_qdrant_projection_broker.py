@@ -26,7 +26,7 @@ from tests.processors.runtime_support import (
 )
 
 REPLAY = f"{NAME}-replay"
-MODEL = "all-MiniLM-L6-v2-int8"
+MODEL = "all-MiniLM-L6-v2-q8"
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from tests.core.memory.helpers import FakeClock, scope
 from tests.processors.projection_support import TOPIC
 from tests.sinks.qdrant.adapters import KINDS, Index, open_adapter
 
-MODEL = "all-MiniLM-L6-v2-int8"
+MODEL = "all-MiniLM-L6-v2-q8"
 ACME = CollectionRef(environment="test", account_id="acme", model_id=MODEL)
 GLOBEX = CollectionRef(environment="test", account_id="globex", model_id=MODEL)
 

@@ -21,7 +21,7 @@ from sinks.embeddings.minilm import OfflineMiniLM
 from tests.fakes.outage import Outage
 from tests.fakes.vectors import InMemoryVectorIndex
 
-MODEL_ID = "all-MiniLM-L6-v2-int8"
+MODEL_ID = "all-MiniLM-L6-v2-q8"
 
 
 def collection(entry: MemoryEntry) -> CollectionRef:

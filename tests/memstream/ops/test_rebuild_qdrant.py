@@ -31,7 +31,7 @@ from streams.topics import load_topics
 from tests.core.memory.helpers import scope
 from tests.memstream.ops.live_projection import LiveProjection, eventually
 
-MODEL = "all-MiniLM-L6-v2-int8"
+MODEL = "all-MiniLM-L6-v2-q8"
 REFS = [CollectionRef(environment="test", account_id=a, model_id=MODEL) for a in ("acme", "globex")]
 
 

@@ -4,19 +4,28 @@ from __future__ import annotations
 
 import asyncio
 import math
+from pathlib import Path
 
 import pytest
 
-from sinks.embeddings.minilm import DIMENSIONS, MODEL_ID, OfflineMiniLM, model_files
+from core.embeddings.errors import EmbeddingError
+from sinks.embeddings.minilm import DIMENSIONS, MODEL_ID, REFERENCE_MODEL_ID, OfflineMiniLM, model_files
 
 
 def cosine(a: list[float], b: list[float]) -> float:
     return sum(x * y for x, y in zip(a, b, strict=True))
 
 
+@pytest.fixture(scope="module", params=[MODEL_ID, REFERENCE_MODEL_ID])
+def model(request: pytest.FixtureRequest) -> OfflineMiniLM:
+    embedder = OfflineMiniLM(request.param, batch_size=4)
+    embedder.load()
+    return embedder
+
+
 @pytest.fixture(scope="module")
-def model() -> OfflineMiniLM:
-    embedder = OfflineMiniLM(batch_size=4)
+def reference() -> OfflineMiniLM:
+    embedder = OfflineMiniLM(REFERENCE_MODEL_ID)
     embedder.load()
     return embedder
 
@@ -28,7 +37,8 @@ def test_model_files_come_from_the_wheels() -> None:
 
 
 async def test_vectors_are_unit_norm_with_384_dimensions(model: OfflineMiniLM) -> None:
-    assert (model.model_id, model.dimensions) == (MODEL_ID, DIMENSIONS) == ("all-MiniLM-L6-v2-int8", 384)
+    assert model.dimensions == DIMENSIONS == 384
+    assert (MODEL_ID, REFERENCE_MODEL_ID) == ("all-MiniLM-L6-v2-q8", "all-MiniLM-L6-v2-int8")
     vectors = await model.embed(["hello", "", "x" * 5000])  # empty and over-long texts too
     assert [len(v) for v in vectors] == [384, 384, 384]
     for vector in vectors:
@@ -82,3 +92,42 @@ async def test_embedding_does_not_block_the_event_loop(model: OfflineMiniLM) -> 
     finally:
         ticker.cancel()
     assert ticks >= 3
+
+
+async def test_the_int8_model_ranks_like_the_wheels_model(
+    model: OfflineMiniLM, reference: OfflineMiniLM
+) -> None:
+    texts = [
+        "The user prefers green tea in the morning.",
+        "Deployments are frozen on Fridays.",
+        "The staging cluster runs PostgreSQL 16.",
+        "Biscuit the cat is allergic to chicken.",
+    ]
+    query = "what does the user drink?"
+    ours, theirs = await model.embed([query, *texts]), await reference.embed([query, *texts])
+    for a, b in zip(ours, theirs, strict=True):
+        assert cosine(a, b) > 0.97  # int8 arithmetic against float32 on the same weights
+    rank = lambda vs: sorted(range(len(texts)), key=lambda i: -cosine(vs[0], vs[i + 1]))  # noqa: E731
+    assert rank(ours)[0] == rank(theirs)[0] == 0
+
+
+async def test_a_query_is_served_before_queued_bulk_work() -> None:
+    slow = OfflineMiniLM(MODEL_ID, workers=1)
+    slow.load()
+    bulk = asyncio.ensure_future(slow.embed(["a sentence long enough to take a while to embed " * 8] * 64))
+    await asyncio.sleep(0.05)  # the bulk pieces are queued and the worker is on the first
+    (vector,) = await slow.embed(["what does the user drink?"])
+    assert not bulk.done(), "the query waited for the whole bulk call"
+    assert len(vector) == DIMENSIONS and len(await bulk) == 64
+
+
+def test_an_unknown_offline_model_is_refused() -> None:
+    with pytest.raises(ValueError, match="all-MiniLM-L6-v2-q8 or all-MiniLM-L6-v2-int8"):
+        OfflineMiniLM("all-MiniLM-L12-v2")
+
+
+def test_an_unwritable_model_cache_is_an_embedding_error_naming_the_setting(tmp_path: Path) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    with pytest.raises(EmbeddingError, match="MEMSTREAM_MODEL_CACHE"):
+        OfflineMiniLM(MODEL_ID, cache_dir=blocked / "models").load()

@@ -225,8 +225,16 @@ async def test_an_unreachable_endpoint_raises_embedding_error() -> None:
 
 
 def test_build_embedder_from_settings(server: FakeServer) -> None:
-    assert isinstance(build_embedder(ModelSettings(model="all-MiniLM-L6-v2-int8")), OfflineMiniLM)
-    with pytest.raises(ValueError, match="only runs"):
+    for name, model_id in [
+        ("offline", "all-MiniLM-L6-v2-q8"),
+        ("all-MiniLM-L6-v2-q8", "all-MiniLM-L6-v2-q8"),
+        ("all-MiniLM-L6-v2-int8", "all-MiniLM-L6-v2-int8"),
+    ]:
+        offline = build_embedder(ModelSettings(model=name))
+        assert isinstance(offline, OfflineMiniLM) and offline.model_id == model_id
+    assert build_embedder(ModelSettings()).model_id == "all-MiniLM-L6-v2-q8"
+    refused = "runs all-MiniLM-L6-v2-q8 or all-MiniLM-L6-v2-int8, not 'bge-small'"
+    with pytest.raises(ValueError, match=refused):
         build_embedder(ModelSettings(model="bge-small"))
     built = build_embedder(ModelSettings(provider="openai", base_url=server.url, api_key=SecretStr("k")))
     assert isinstance(built, OpenAIEmbedder) and built.model_id == "text-embedding-3-small"
