@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 import asyncpg
 import pytest
 
 from core.cached_api_keys import CachedApiKeys
+from core.memory.store import Scope
 from sinks.postgres.api_keys import PostgresApiKeys
 from sinks.postgres.invalidation import API_KEYS_CHANNEL, PostgresInvalidations
+from sinks.postgres.memory import PostgresMemoryStore
 from sinks.postgres.migrations import LOCK_KEY, migrate
 from sinks.postgres.outbox import PostgresEntriesOutbox
 from sinks.postgres.pool import create_pool
@@ -97,3 +101,13 @@ async def test_listeners_leave_no_listen(small_pool: asyncpg.Pool) -> None:
     stop.set()
     await task
     assert await every_connection(small_pool, "SELECT count(*) FROM pg_listening_channels()") == [0, 0]
+
+
+async def test_recall_counters_leave_synchronous_commit_on(small_pool: asyncpg.Pool) -> None:
+    """`record_recall` commits without waiting for the WAL flush, for its own transaction only."""
+    await migrate(small_pool)
+    store = PostgresMemoryStore(small_pool)
+    scope = Scope(environment="test", account_id="acme", agent_id="agent", user_id=None)
+    for _ in range(small_pool.get_max_size()):
+        assert await store.record_recall(scope, [uuid.uuid4()], datetime.now(UTC)) == 0
+    assert await every_connection(small_pool, "SHOW synchronous_commit") == ["on", "on"]
