@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from core.chat.text import split_sentences, truncate_to_tokens
@@ -55,6 +55,7 @@ STOP_WORDS = frozenset(
     hi hello hey great good well really just like get got one also user assistant""".split()
 )
 _WORD = re.compile(r"[^\W_][\w'\u2019-]*", re.UNICODE)
+_ASCII_WORD = re.compile(r"[^\W_](?:[\w'-]*\w)?")
 _CODE_BLOCK = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _LABEL = re.compile(r"^(?:User|Assistant):\s*")
 _DECISION = re.compile(
@@ -68,7 +69,12 @@ _NUMBER = re.compile(r"\d")
 
 def content_terms(text: str) -> list[str]:
     """Lower-cased words of `text` minus stop words (numbers kept)."""
-    words = (w.lower().replace("\u2019", "'").strip("'-") for w in _WORD.findall(text))
+    if text.isascii():
+        # the same words, found in the lower-cased text at once (ASCII lower-casing maps letters to
+        # letters, so word boundaries do not move) and without the trailing ' and - strip removes
+        words: Iterable[str] = _ASCII_WORD.findall(text.lower())
+    else:
+        words = (w.lower().replace("\u2019", "'").strip("'-") for w in _WORD.findall(text))
     return [w for w in words if w and w not in STOP_WORDS and (len(w) > 1 or w.isdigit())]
 
 
@@ -92,10 +98,13 @@ def _candidate(text: str, *, from_previous: bool, order: int, bonus: float) -> _
     terms = content_terms(text)
     if len(set(terms)) < 2:
         return None
-    text = truncate_to_tokens(text, MAX_SENTENCE_TOKENS)
-    if not text:
-        return None
-    return _Candidate(text, frozenset(terms), from_previous, order, bonus, count_tokens(text) + 1)
+    tokens = count_tokens(text)
+    if tokens > MAX_SENTENCE_TOKENS:
+        text = truncate_to_tokens(text, MAX_SENTENCE_TOKENS)
+        if not text:
+            return None
+        tokens = count_tokens(text)
+    return _Candidate(text, frozenset(terms), from_previous, order, bonus, tokens + 1)
 
 
 def _message_candidates(messages: Sequence[Message], start: int) -> list[_Candidate]:

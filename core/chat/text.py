@@ -6,7 +6,10 @@ import re
 
 from core.journal.tokens import count_tokens
 
-_SENTENCE_END = re.compile(r"(?<=[.!?…])[\"'”\u2019)\]]*\s+(?=[\"'“\u2018(\[]?[A-Z0-9À-Þ])")
+_SENTENCE_GAP = re.compile(r"[.!?…]([\"'”\u2019)\]]*\s+)(?=[\"'“\u2018(\[]?[A-Z0-9À-Þ])")
+"""A sentence ends at punctuation followed by quotes or brackets, spaces and a capitalised word; the
+gap (group 1: closing quotes/brackets and spaces) is dropped. Anchored on the punctuation itself,
+not on a lookbehind, so the regex engine starts only at punctuation."""
 _SPACES = re.compile(r"[ \t\f\v]+")
 ELLIPSIS = "…"
 
@@ -19,7 +22,15 @@ def split_sentences(text: str) -> list[str]:
         line = _SPACES.sub(" ", line).strip()
         if not line:
             continue
-        out.extend(piece.strip() for piece in _SENTENCE_END.split(line) if piece.strip())
+        start = 0
+        for gap in _SENTENCE_GAP.finditer(line):
+            piece = line[start : gap.start(1)].strip()
+            if piece:
+                out.append(piece)
+            start = gap.end(1)
+        piece = line[start:].strip()
+        if piece:
+            out.append(piece)
     return out
 
 
