@@ -44,8 +44,10 @@ subclass) before anything is written.
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict
 
@@ -65,6 +67,7 @@ from core.memory.checks import (
     sensitive_note,
     store_scope,
 )
+from core.memory.clock import Clock, utc_now
 from core.memory.models import (
     DECAY_AFTER_DAYS,
     DECAY_FLOOR,
@@ -80,7 +83,7 @@ from core.memory.models import (
 )
 from core.memory.reads import MemoryReads
 from core.memory.screening import SensitiveWithoutUser, screen
-from core.memory.store import Scope
+from core.memory.store import MemoryStore, MemoryWrites, Scope, StoredEntry
 
 Outcome = Literal["created", "replaced", "unchanged"]
 
@@ -121,9 +124,47 @@ def _live(entry: MemoryEntry, now: datetime) -> bool:
     return entry.expires_at is None or entry.expires_at > now
 
 
+class _Recording:
+    """A `MemoryWrites` that notes the entries it publishes (every change publishes its entry)."""
+
+    def __init__(self, tx: MemoryWrites) -> None:
+        self._tx = tx
+        self.changed: list[MemoryEntry] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tx, name)
+
+    async def publish(self, changes: Sequence[StoredEntry | MemoryEntry]) -> None:
+        await self._tx.publish(changes)
+        self.changed.extend(c.entry if isinstance(c, StoredEntry) else c for c in changes)
+
+
 class MemoryService(MemoryReads):
     """Agent memory over a `MemoryStore`: its writes (module rules) and hygiene primitives, and the
-    reads of `MemoryReads`. `clock` gives the current time (aware), injectable for tests."""
+    reads of `MemoryReads`. `clock` gives the current time (aware), injectable for tests.
+    Callbacks given to `listen` are called after each committed write with the entries it changed
+    (e.g. to evict this process's caches at once; other processes learn of it from the store)."""
+
+    def __init__(self, store: MemoryStore, clock: Clock = utc_now) -> None:
+        super().__init__(store, clock)
+        self._listeners: list[Callable[[Sequence[MemoryEntry]], None]] = []
+
+    def listen(self, on_change: Callable[[Sequence[MemoryEntry]], None]) -> None:
+        """Call `on_change(entries)` after every committed write from now on."""
+        self._listeners.append(on_change)
+
+    @asynccontextmanager
+    async def _writing(self, s: Scope) -> AsyncIterator[MemoryWrites]:
+        """`store.writing` for the scope's agent; the listeners after the commit."""
+        async with self._store.writing(s.environment, s.account_id, s.agent_id) as tx:
+            recording = _Recording(tx)
+            yield cast(MemoryWrites, recording)
+        self._changed(recording.changed)
+
+    def _changed(self, entries: Sequence[MemoryEntry]) -> None:
+        if entries:
+            for on_change in self._listeners:
+                on_change(entries)
 
     async def store(
         self,
@@ -152,7 +193,7 @@ class MemoryService(MemoryReads):
         effective, notes = effective_visibility(requested, s.user_id, screening, cat)
         owner = s.user_id if effective == "private" else None
 
-        async with self._store.writing(s.environment, s.account_id, s.agent_id) as tx:
+        async with self._writing(s) as tx:
             existing = await tx.find_by_key(s, key, effective)
             if existing is not None and _live(existing.entry, now) and existing.entry.content == content:
                 old = existing.entry
@@ -223,7 +264,7 @@ class MemoryService(MemoryReads):
             order.append("private")
         if wanted in (None, "shared"):
             order.append("shared")
-        async with self._store.writing(s.environment, s.account_id, s.agent_id) as tx:
+        async with self._writing(s) as tx:
             for vis in order:
                 existing = await tx.find_by_key(s, key, vis)
                 if existing is not None:
@@ -238,7 +279,7 @@ class MemoryService(MemoryReads):
         id (not by key) never removes another entry that took the key meanwhile."""
         s = store_scope(scope)
         uid = entry_uuid(entry_id)
-        async with self._store.writing(s.environment, s.account_id, s.agent_id) as tx:
+        async with self._writing(s) as tx:
             current = await tx.get_visible(s, uid)
             if current is None:
                 raise NotFound(f"memory entry {entry_id} does not exist or is not visible to this caller")
@@ -276,7 +317,7 @@ class MemoryService(MemoryReads):
         new_category = None if category is None else check_category(category)
         new_importance = None if importance is None else check_importance(importance)
         notes: list[str] = []
-        async with self._store.writing(s.environment, s.account_id, s.agent_id) as tx:
+        async with self._writing(s) as tx:
             current = await tx.get_visible(s, uid)
             if current is None:
                 raise NotFound(f"memory entry {entry_id} does not exist or is not visible to this caller")
@@ -349,6 +390,7 @@ class MemoryService(MemoryReads):
             async with self._store.transaction() as tx:
                 gone = await tx.expire_due(when, batch_size)
                 await tx.publish(gone)
+            self._changed(gone)
             total += len(gone)
             if len(gone) < batch_size:
                 return total
@@ -372,6 +414,7 @@ class MemoryService(MemoryReads):
                     limit=batch_size,
                 )
                 await tx.publish(changed)
+            self._changed([stored.entry for stored in changed])
             total += len(changed)
             if len(changed) < batch_size:
                 return total

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncpg
 
 from core.cached_api_keys import CachedApiKeys
+from core.cached_pinned import CachedPinnedFacts
 from core.cached_threads import CachedThreads
 from core.config import Settings
 from core.embeddings.base import Embedder, SparseEncoder
@@ -29,7 +30,12 @@ from sinks.objectstore.health import ObjectStoreProbe
 from sinks.objectstore.summaries import ObjectStoreSummaryReader
 from sinks.postgres.agents import PostgresAgents
 from sinks.postgres.api_keys import PostgresApiKeys
-from sinks.postgres.invalidation import API_KEYS_CHANNEL, THREADS_CHANNEL, PostgresInvalidations
+from sinks.postgres.invalidation import (
+    API_KEYS_CHANNEL,
+    PINNED_CHANNEL,
+    THREADS_CHANNEL,
+    PostgresInvalidations,
+)
 from sinks.postgres.memory import PostgresMemoryStore
 from sinks.postgres.threads import PostgresThreadStore
 from sinks.redis.summary_cache import RedisSummaryCache
@@ -76,9 +82,10 @@ def build_api_deps(
     `processors` when given. `summaries`, when given,
     replaces the object store reader (and is cached only when `summary_cache` is given too).
     `/readyz` checks `settings.object_store` (the summarizer writes there whatever the reader).
-    With `invalidations` (whose `run` the caller starts), API keys and threads are looked up
-    through caches fed by it (`core.cached_api_keys`, `core.cached_threads`;
-    `settings.api_key_cache_ttl_s`, `settings.thread_cache_ttl_s`); without, in Postgres.
+    With `invalidations` (whose `run` the caller starts), API keys, threads and agent memory's pinned
+    facts are looked up through caches fed by it (`core.cached_api_keys`, `core.cached_threads`,
+    `core.cached_pinned`; `settings.api_key_cache_ttl_s`, `settings.thread_cache_ttl_s`,
+    `settings.pinned_cache_ttl_s`); without, in Postgres.
 
     Does no I/O (the object store and Redis clients connect lazily).
     """
@@ -90,6 +97,11 @@ def build_api_deps(
     threads = ThreadService(thread_store, journal)
     if pinned is None:
         pinned = memory.pinned if memory is not None else NoPinnedFacts()
+        if memory is not None and invalidations is not None and settings.pinned_cache_ttl_s > 0:
+            cached_pinned = CachedPinnedFacts(memory.pinned, ttl_s=settings.pinned_cache_ttl_s)
+            invalidations.subscribe(PINNED_CHANNEL, cached_pinned)
+            memory.service.listen(cached_pinned.changed)
+            pinned = cached_pinned
     if summaries is None:
         summaries = ObjectStoreSummaryReader.from_settings(settings)
         if summary_cache is None and settings.redis_url is not None:

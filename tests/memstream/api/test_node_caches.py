@@ -1,7 +1,7 @@
-"""The API as the node wires it (`build_api_deps` with the cache feed): API keys and threads are
-cached (`core.cached_api_keys`, `core.cached_threads`), and a thread's context window changed
-through this node's API shows in the next context at once, one changed on another node once
-Postgres announces it. (Keys: `test_security.py`.)"""
+"""The API as the node wires it (`build_api_deps` with the cache feed): API keys, threads and pinned
+facts are cached (`core.cached_api_keys`, `core.cached_threads`, `core.cached_pinned`), and a
+thread's context window or a user's pinned facts changed through this node's API show in the next
+context at once, changed on another node once Postgres announces it. (Keys: `test_security.py`.)"""
 
 from __future__ import annotations
 
@@ -14,14 +14,21 @@ import httpx
 import pytest
 
 from core.cached_api_keys import CachedApiKeys
+from core.cached_pinned import CachedPinnedFacts
 from core.cached_threads import CachedThreads
 from core.config import Settings
+from core.memory.models import MemoryScope
+from core.memory.service import MemoryService
 from memstream.api import create_app
-from memstream.wiring.api import build_api_deps
+from memstream.wiring.api import build_api_deps, build_memory_deps
+from sinks.embeddings.bm25 import Bm25Sparse
+from sinks.embeddings.minilm import OfflineMiniLM
 from sinks.postgres.api_keys import PostgresApiKeys
 from sinks.postgres.invalidation import PostgresInvalidations
+from sinks.postgres.memory import PostgresMemoryStore
 from sinks.postgres.threads import PostgresThreadStore
 from sinks.slatedb.journal import SlateJournal
+from tests.fakes.vectors import InMemoryVectorIndex
 
 from .conftest import Keys
 
@@ -87,3 +94,67 @@ async def test_the_context_window_follows_changes_here_and_elsewhere(
         assert time.monotonic() < deadline
         await asyncio.sleep(0.01)
     assert (await node_client.get("/v1/threads/t1/context", headers=keys.globex)).status_code == 404
+
+
+@pytest.fixture
+async def memory_node_client(
+    api_settings: Settings, journal: SlateJournal, pool: asyncpg.Pool, embedder: OfflineMiniLM
+) -> AsyncIterator[httpx.AsyncClient]:
+    invalidations = PostgresInvalidations(pool)
+    memory = build_memory_deps(pool, embedder, Bm25Sparse(), InMemoryVectorIndex())
+    deps = build_api_deps(api_settings, journal, pool, memory=memory, invalidations=invalidations)
+    assert isinstance(deps.context_reader._pinned, CachedPinnedFacts)
+    stop = asyncio.Event()
+    feed = asyncio.create_task(invalidations.run(stop))
+    await asyncio.wait_for(invalidations.live.wait(), 10)
+    transport = httpx.ASGITransport(app=create_app(deps))
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://memstream.test") as client:
+            yield client
+    finally:
+        stop.set()
+        await feed
+
+
+async def pinned_text(client: httpx.AsyncClient, keys: Keys) -> str:
+    response = await client.get("/v1/threads/t1/context", headers=keys.acme)
+    assert response.status_code == 200
+    first = response.json()["messages"][0]
+    return str(first["content"]) if first["role"] == "system" else ""
+
+
+async def test_pinned_facts_follow_changes_here_and_elsewhere(
+    memory_node_client: httpx.AsyncClient, keys: Keys, pool: asyncpg.Pool
+) -> None:
+    client = memory_node_client
+    put = await client.put("/v1/agents/bot", json={"capabilities": ["memory"]}, headers=keys.acme)
+    assert put.status_code == 200
+    body = {"agent_id": "bot", "user_id": "alice", "messages": [{"role": "user", "content": "Hi."}]}
+    assert (await client.post("/v1/threads/t1/messages", json=body, headers=keys.acme)).status_code == 201
+    assert "remembered_facts" not in await pinned_text(client, keys)  # and cached
+    store = {
+        "thread_id": "t1",
+        "arguments": {
+            "key": "diet",
+            "content": "Alice is vegetarian.",
+            "category": "user_profile",
+            "importance": 0.9,
+        },
+    }
+    stored = await client.post("/v1/agents/bot/tools/memory_store", json=store, headers=keys.acme)
+    assert stored.status_code == 200
+    assert "Alice is vegetarian." in await pinned_text(client, keys)  # at once
+    alice = MemoryScope(environment="test", account_id="acme", agent_id="bot", user_id="alice")
+    other = MemoryService(PostgresMemoryStore(pool))  # another node
+    await other.store(
+        alice, "city", "Alice lives in Porto.", "user_profile", scope_visibility="private", importance=0.9
+    )
+    deadline = time.monotonic() + 2.0  # the notice, well before the TTL
+    while "Alice lives in Porto." not in await pinned_text(client, keys):
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.01)
+    forget = {"thread_id": "t1", "arguments": {"key": "diet"}}
+    assert (
+        await client.post("/v1/agents/bot/tools/memory_forget", json=forget, headers=keys.acme)
+    ).status_code == 200
+    assert "Alice is vegetarian." not in await pinned_text(client, keys)  # at once

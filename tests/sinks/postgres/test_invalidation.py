@@ -1,8 +1,9 @@
 """The cache change feed (`sinks.postgres.invalidation`), the API key cache (`core.cached_api_keys`)
 and the thread cache (`core.cached_threads`) on the real embedded Postgres: a key revoked on
 another node (another pool and store) is refused once the NOTIFY arrives, one revoked on this node
-at once; likewise a thread's context window changed on another node or on this one; the feed
-notices a lost connection (the cache is bypassed) and listens again."""
+at once; likewise a thread's context window, and a user's pinned facts (`core.cached_pinned`),
+changed on another node or on this one; the feed notices a lost connection (the cache is bypassed)
+and listens again."""
 
 from __future__ import annotations
 
@@ -16,10 +17,20 @@ import pytest
 
 from core.auth import issue_key, revoke_key, verify
 from core.cached_api_keys import CachedApiKeys
+from core.cached_pinned import CachedPinnedFacts
 from core.cached_threads import CachedThreads
 from core.errors import Unauthorized
+from core.memory.models import MemoryScope
+from core.memory.pinned import MemoryPinnedFacts
+from core.memory.service import MemoryService
 from sinks.postgres.api_keys import PostgresApiKeys
-from sinks.postgres.invalidation import API_KEYS_CHANNEL, THREADS_CHANNEL, PostgresInvalidations
+from sinks.postgres.invalidation import (
+    API_KEYS_CHANNEL,
+    PINNED_CHANNEL,
+    THREADS_CHANNEL,
+    PostgresInvalidations,
+)
+from sinks.postgres.memory import PostgresMemoryStore
 from sinks.postgres.pool import create_pool
 from sinks.postgres.threads import PostgresThreadStore
 
@@ -222,3 +233,98 @@ async def test_a_thread_changed_on_this_node_shows_at_once(threads: CachedThread
         "test", "acme", "t1", lambda _: {"config": {"max_working_memory_messages": 2}}
     )
     await window_within(threads, "acme", 2, 0.0)
+
+
+class Notices:
+    """A feed that only records the payloads it receives."""
+
+    def __init__(self) -> None:
+        self.payloads: list[str] = []
+
+    def invalidated(self, payload: str) -> None:
+        self.payloads.append(payload)
+
+    def set_live(self, live: bool) -> None:
+        return None
+
+
+@pytest.fixture
+async def pinned(pool: asyncpg.Pool) -> AsyncIterator[tuple[CachedPinnedFacts, MemoryService, Notices]]:
+    """This node's cached pinned facts (a TTL far beyond the test: only notices evict), its memory
+    service (evicting at once), and every notice of the feed, live."""
+    service = MemoryService(PostgresMemoryStore(pool))
+    cached = CachedPinnedFacts(MemoryPinnedFacts(service), ttl_s=600)
+    service.listen(cached.changed)
+    notices = Notices()
+    invalidations = PostgresInvalidations(pool, ping_s=0.2)
+    invalidations.subscribe(PINNED_CHANNEL, cached)
+    invalidations.subscribe(PINNED_CHANNEL, notices)
+    stop = asyncio.Event()
+    task = asyncio.create_task(invalidations.run(stop))
+    await asyncio.wait_for(invalidations.live.wait(), 10)
+    try:
+        yield cached, service, notices
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+
+
+ALICE = MemoryScope(environment="test", account_id="acme", agent_id="bot", user_id="alice")
+
+
+async def pinned_within(cached: CachedPinnedFacts, wanted: list[str], bound_s: float) -> None:
+    deadline = time.monotonic() + bound_s
+    while True:
+        facts = [fact.content for fact in await cached.pinned(ALICE)]
+        if facts == wanted:
+            return
+        assert time.monotonic() < deadline, f"pinned facts still {facts} after {bound_s}s"
+        await asyncio.sleep(0.01)
+
+
+async def test_pinned_facts_changed_on_another_node_show_once_announced(
+    pinned: tuple[CachedPinnedFacts, MemoryService, Notices], pg_dsn: str
+) -> None:
+    cached, _, notices = pinned
+    other_pool = await create_pool(pg_dsn, min_size=1, max_size=2)
+    try:
+        other = MemoryService(PostgresMemoryStore(other_pool))  # another node (or the worker's flush)
+        await pinned_within(cached, [], 0.0)
+        stored = await other.store(
+            ALICE, "diet", "Alice is vegetarian.", "user_profile", scope_visibility="private", importance=0.9
+        )
+        await pinned_within(cached, ["Alice is vegetarian."], 2.0)
+        await other.edit(ALICE, stored.entry.entry_id, importance=0.2)  # below the pinning bar
+        await pinned_within(cached, [], 2.0)
+        await other.edit(ALICE, stored.entry.entry_id, importance=0.9)
+        await pinned_within(cached, ["Alice is vegetarian."], 2.0)
+        await other.forget(ALICE, "diet")
+        await pinned_within(cached, [], 2.0)
+        assert set(notices.payloads) == {'["test", "acme", "bot", "alice"]'}
+        # neither another category nor the recall counters are announced
+        profile = await other.store(
+            ALICE, "city", "Alice lives in Porto.", "user_profile", scope_visibility="private", importance=0.9
+        )
+        await pinned_within(cached, ["Alice lives in Porto."], 2.0)
+        before = len(notices.payloads)
+        fact = await other.store(
+            ALICE, "repo", "The repo is on GitHub.", "project_fact", scope_visibility="shared"
+        )
+        await other.record_recall(ALICE, [profile.entry.entry_id, fact.entry.entry_id])
+        await asyncio.sleep(0.3)
+        assert len(notices.payloads) == before
+    finally:
+        await other_pool.close()
+
+
+async def test_pinned_facts_changed_on_this_node_show_at_once(
+    pinned: tuple[CachedPinnedFacts, MemoryService, Notices],
+) -> None:
+    cached, service, _ = pinned
+    await pinned_within(cached, [], 0.0)
+    await service.store(
+        ALICE, "diet", "Alice is vegetarian.", "user_profile", scope_visibility="private", importance=0.9
+    )
+    await pinned_within(cached, ["Alice is vegetarian."], 0.0)
+    await service.forget(ALICE, "diet")
+    await pinned_within(cached, [], 0.0)
