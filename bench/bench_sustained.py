@@ -108,13 +108,15 @@ def summary_versions(node: Node) -> dict[str, int | None]:
     return versions
 
 
-def memstream_processes(node: Node, work: Path) -> dict[str, int]:
+def memstream_processes(node: Node, work: Path, *, servers: bool = False) -> dict[str, int]:
     """The memstream processes to meter: the node and any other non-server service of `memstream
-    up` (run/state.json), or the node's pid alone."""
+    up` (run/state.json; with `servers`, the broker, PostgreSQL and Redis too), or the node's pid
+    alone."""
     state = work / "data" / "run" / "state.json"
     if node.pid is not None and state.is_file():
         services = json.loads(state.read_text())["services"]
-        return {name: int(s["pid"]) for name, s in services.items() if name not in SERVERS and s.get("pid")}
+        wanted = {name for name in services if servers or name not in SERVERS}
+        return {name: int(s["pid"]) for name, s in services.items() if name in wanted and s.get("pid")}
     return {"node": node.pid} if node.pid is not None else {}
 
 
