@@ -120,7 +120,7 @@ class Projection:
         return sum(p.committed or 0 for p in lags), sum(max(p.end, p.committed or 0) for p in lags)
 
     async def end(self) -> int:
-        """The topic's end (records ever published), read until the broker answers."""
+        """The topic's end (records ever published); BrokerOpFailed after 5 failed readings."""
         for _ in range(5):
             offsets = await self.read()
             if offsets is not None:
