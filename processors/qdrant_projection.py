@@ -48,6 +48,9 @@ from streams.runtime.processor import Processor, Record, decoding
 
 NAME = "qdrant-projection"
 SOURCE_TOPIC = "memory.entries"
+BATCH_WAIT_S = 0.05
+"""Longest wait to fill a batch (the runtime's default is 0.2 s): a stored entry should be
+recallable soon, and a batch's cost is its embeddings, which small batches do not make dearer."""
 
 log = logging.getLogger("memstream.qdrant_projection")
 
@@ -156,6 +159,7 @@ class QdrantProjection(Processor):
     ) -> None:
         self.name = name
         self.source_topics = (SOURCE_TOPIC,)
+        self.batch_wait_s = BATCH_WAIT_S
         self.embedder = embedder
         self.sink = ProjectionSink(index, embedder, sparse)
         self.clock = clock
