@@ -171,6 +171,13 @@ class Settings(BaseSettings):
         "memory (0: never); a change shows on every node once Postgres announces it, and after this "
         "long at the latest",
     )
+    summary_cache_ttl_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="how long a node may answer a thread's summary from its own memory (0: never; the "
+        "Redis cache stays in front of the object store either way); a new summary shows on every "
+        "node once Postgres announces it, and after this long at the latest",
+    )
     pinned_cache_ttl_s: float = Field(
         default=5.0,
         ge=0,

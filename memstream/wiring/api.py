@@ -8,6 +8,7 @@ import asyncpg
 
 from core.cached_api_keys import CachedApiKeys
 from core.cached_pinned import CachedPinnedFacts
+from core.cached_summaries import CachedSummaries
 from core.cached_threads import CachedThreads
 from core.config import Settings
 from core.embeddings.base import Embedder, SparseEncoder
@@ -33,6 +34,7 @@ from sinks.postgres.api_keys import PostgresApiKeys
 from sinks.postgres.invalidation import (
     API_KEYS_CHANNEL,
     PINNED_CHANNEL,
+    SUMMARIES_CHANNEL,
     THREADS_CHANNEL,
     PostgresInvalidations,
 )
@@ -82,10 +84,11 @@ def build_api_deps(
     `processors` when given. `summaries`, when given,
     replaces the object store reader (and is cached only when `summary_cache` is given too).
     `/readyz` checks `settings.object_store` (the summarizer writes there whatever the reader).
-    With `invalidations` (whose `run` the caller starts), API keys, threads and agent memory's pinned
-    facts are looked up through caches fed by it (`core.cached_api_keys`, `core.cached_threads`,
-    `core.cached_pinned`; `settings.api_key_cache_ttl_s`, `settings.thread_cache_ttl_s`,
-    `settings.pinned_cache_ttl_s`); without, in Postgres.
+    With `invalidations` (whose `run` the caller starts), API keys, threads, agent memory's pinned
+    facts and summaries are looked up through caches fed by it (`core.cached_api_keys`,
+    `core.cached_threads`, `core.cached_pinned`, `core.cached_summaries`;
+    `settings.api_key_cache_ttl_s`, `settings.thread_cache_ttl_s`, `settings.pinned_cache_ttl_s`,
+    `settings.summary_cache_ttl_s`); without, in Postgres (and Redis).
 
     Does no I/O (the object store and Redis clients connect lazily).
     """
@@ -108,6 +111,10 @@ def build_api_deps(
             summary_cache = RedisSummaryCache.from_settings(settings)
     if summary_cache is not None:
         summaries = CachedSummaryReader(summary_cache, summaries)
+    if invalidations is not None and settings.summary_cache_ttl_s > 0:
+        cached_summaries = CachedSummaries(summaries, ttl_s=settings.summary_cache_ttl_s)
+        invalidations.subscribe(SUMMARIES_CHANNEL, cached_summaries)
+        summaries = cached_summaries
     reader = ContextReader(journal, threads, pinned, summaries)
     api_keys: ApiKeyStore = PostgresApiKeys(pool)
     if invalidations is not None and settings.api_key_cache_ttl_s > 0:

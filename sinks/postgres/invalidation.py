@@ -1,6 +1,6 @@
 """The change feed of in-process caches (`PostgresInvalidations`): Postgres `LISTEN` on the channels
-that triggers NOTIFY when cached rows change (migrations 0008, 0009 and 0010: `memstream_api_keys`,
-`memstream_threads`, `memstream_pinned`).
+that triggers NOTIFY when cached rows change (migrations 0008-0011: `memstream_api_keys`,
+`memstream_threads`, `memstream_pinned`, `memstream_summaries`).
 
 `subscribe(channel, feed)` registers a cache (`Feed`: `invalidated(payload)` per notice,
 `set_live(bool)` when the feed starts and when it may miss notices). `run(stop)` holds one pooled
@@ -27,6 +27,7 @@ log = logging.getLogger("memstream.postgres.invalidation")
 API_KEYS_CHANNEL = "memstream_api_keys"
 THREADS_CHANNEL = "memstream_threads"
 PINNED_CHANNEL = "memstream_pinned"
+SUMMARIES_CHANNEL = "memstream_summaries"
 
 
 class Feed(Protocol):

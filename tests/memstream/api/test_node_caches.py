@@ -15,6 +15,7 @@ import pytest
 
 from core.cached_api_keys import CachedApiKeys
 from core.cached_pinned import CachedPinnedFacts
+from core.cached_summaries import CachedSummaries
 from core.cached_threads import CachedThreads
 from core.config import Settings
 from core.memory.models import MemoryScope
@@ -41,6 +42,7 @@ async def node_client(
     deps = build_api_deps(api_settings, journal, pool, invalidations=invalidations)
     assert isinstance(deps.api_keys, CachedApiKeys)
     assert isinstance(deps.threads._store, CachedThreads)
+    assert isinstance(deps.context_reader._summaries, CachedSummaries)
     stop = asyncio.Event()
     feed = asyncio.create_task(invalidations.run(stop))
     await asyncio.wait_for(invalidations.live.wait(), 10)
@@ -59,10 +61,14 @@ def test_without_the_feed_or_with_a_zero_ttl_nothing_is_cached(
     plain = build_api_deps(api_settings, journal, pool)
     assert isinstance(plain.api_keys, PostgresApiKeys)
     assert isinstance(plain.threads._store, PostgresThreadStore)
-    zero = api_settings.model_copy(update={"api_key_cache_ttl_s": 0.0, "thread_cache_ttl_s": 0.0})
+    assert not isinstance(plain.context_reader._summaries, CachedSummaries)
+    zero = api_settings.model_copy(
+        update={"api_key_cache_ttl_s": 0.0, "thread_cache_ttl_s": 0.0, "summary_cache_ttl_s": 0.0}
+    )
     deps = build_api_deps(zero, journal, pool, invalidations=PostgresInvalidations(pool))
     assert isinstance(deps.api_keys, PostgresApiKeys)
     assert isinstance(deps.threads._store, PostgresThreadStore)
+    assert not isinstance(deps.context_reader._summaries, CachedSummaries)
 
 
 async def window(client: httpx.AsyncClient, keys: Keys) -> int:

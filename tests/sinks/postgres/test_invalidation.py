@@ -2,8 +2,9 @@
 and the thread cache (`core.cached_threads`) on the real embedded Postgres: a key revoked on
 another node (another pool and store) is refused once the NOTIFY arrives, one revoked on this node
 at once; likewise a thread's context window, and a user's pinned facts (`core.cached_pinned`),
-changed on another node or on this one; the feed notices a lost connection (the cache is bypassed)
-and listens again."""
+changed on another node or on this one, and a thread's summary (`core.cached_summaries`) once the
+summarizer raises its version mark; the feed notices a lost connection (the cache is bypassed) and
+listens again."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import asyncio
 import hashlib
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 import asyncpg
 import pytest
@@ -18,15 +20,21 @@ import pytest
 from core.auth import issue_key, revoke_key, verify
 from core.cached_api_keys import CachedApiKeys
 from core.cached_pinned import CachedPinnedFacts
+from core.cached_summaries import CachedSummaries
 from core.cached_threads import CachedThreads
 from core.errors import Unauthorized
+from core.journal.models import ThreadRef
 from core.memory.models import MemoryScope
 from core.memory.pinned import MemoryPinnedFacts
 from core.memory.service import MemoryService
+from core.stores.thresholds import ThreadScope
+from core.summaries.models import Summary
 from sinks.postgres.api_keys import PostgresApiKeys
+from sinks.postgres.compactions import PostgresCompactions, PostgresSummaryVersions
 from sinks.postgres.invalidation import (
     API_KEYS_CHANNEL,
     PINNED_CHANNEL,
+    SUMMARIES_CHANNEL,
     THREADS_CHANNEL,
     PostgresInvalidations,
 )
@@ -328,3 +336,67 @@ async def test_pinned_facts_changed_on_this_node_show_at_once(
     await pinned_within(cached, ["Alice is vegetarian."], 0.0)
     await service.forget(ALICE, "diet")
     await pinned_within(cached, [], 0.0)
+
+
+class StoredSummaries:
+    """A summary reader over a dict (the object store and Redis are not what this tests)."""
+
+    def __init__(self) -> None:
+        self.versions: dict[str, int] = {}
+
+    async def read(self, thread: ThreadRef, agent_id: str) -> Summary | None:
+        version = self.versions.get(thread.thread_id)
+        if version is None:
+            return None
+        return Summary(
+            version=version,
+            timestamp=datetime.now(UTC),
+            last_message_offset=version,
+            last_message_id=f"m{version}",
+            content=f"v{version}",
+            token_count=1,
+            message_count=version,
+        )
+
+
+async def test_a_summary_written_by_another_process_shows_once_its_version_is_announced(
+    pool: asyncpg.Pool, pg_dsn: str
+) -> None:
+    stored = StoredSummaries()
+    cached = CachedSummaries(stored, ttl_s=600)
+    notices = Notices()
+    invalidations = PostgresInvalidations(pool, ping_s=0.2)
+    invalidations.subscribe(SUMMARIES_CHANNEL, cached)
+    invalidations.subscribe(SUMMARIES_CHANNEL, notices)
+    stop = asyncio.Event()
+    task = asyncio.create_task(invalidations.run(stop))
+    await asyncio.wait_for(invalidations.live.wait(), 10)
+    worker_pool = await create_pool(pg_dsn, min_size=1, max_size=2)  # the summarizer's process
+    t1 = ThreadRef(environment="test", account_id="acme", thread_id="t1")
+
+    async def version_within(wanted: int | None, bound_s: float) -> None:
+        deadline = time.monotonic() + bound_s
+        while True:
+            found = await cached.read(t1, "bot")
+            if (found.version if found is not None else None) == wanted:
+                return
+            assert time.monotonic() < deadline, f"summary still {found} after {bound_s}s"
+            await asyncio.sleep(0.01)
+
+    try:
+        versions, ledger = PostgresSummaryVersions(worker_pool), PostgresCompactions(worker_pool)
+        scope = ThreadScope(environment="test", account_id="acme", agent_id="bot", thread_id="t1")
+        await ledger.record_requests([(scope, {"to_offset": 49})])  # a compaction request: no notice
+        await version_within(None, 0.0)  # "none yet" is cached
+        for version in (1, 2):
+            stored.versions["t1"] = version  # the summary is durable, then its mark is raised
+            await versions.record(t1, "bot", version)
+            await version_within(version, 2.0)
+        await versions.record(t1, "bot", 1)  # a lower mark changes nothing: no notice
+        await ledger.record_requests([(scope, {"to_offset": 99})])
+        await asyncio.sleep(0.3)
+        assert notices.payloads == ['["test", "acme", "bot", "t1"]'] * 2
+    finally:
+        await worker_pool.close()
+        stop.set()
+        await asyncio.wait_for(task, 10)
