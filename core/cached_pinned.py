@@ -20,16 +20,12 @@ Freshness:
 
 from __future__ import annotations
 
-import json
-import logging
 from collections.abc import Iterable
 
 from core.invalidated_cache import InvalidatedCache
 from core.memory.clock import Clock, utc_now
 from core.memory.models import MemoryEntry, MemoryScope
 from core.memory.pinned import MemoryPinnedFacts, PinnedFact, to_pinned_fact
-
-log = logging.getLogger("memstream.pinned")
 
 DEFAULT_TTL_S = 5.0
 
@@ -65,21 +61,7 @@ class CachedPinnedFacts:
 
     def invalidated(self, payload: str) -> None:
         """A pinnable entry changed in the store: `payload` is its scope as a JSON array."""
-        try:
-            scope = json.loads(payload)
-        except ValueError:
-            scope = None
-        if not (
-            isinstance(scope, list)
-            and len(scope) == 4
-            and all(isinstance(s, str) for s in scope[:3])
-            and (scope[3] is None or isinstance(scope[3], str))
-        ):
-            if payload != "*":
-                log.warning("pinned-fact notice %r is not a scope: forgetting every cached scope", payload)
-            self.cache.clear()
-            return
-        self.cache.evict((scope[0], scope[1], scope[2], scope[3]))
+        self.cache.notice(payload, 4, what="pinned-fact", last_may_be_null=True)
 
     def changed(self, entries: Iterable[MemoryEntry]) -> None:
         """Entries this node changed (committed): forget their scopes' pinned facts."""
@@ -96,10 +78,7 @@ class CachedPinnedFacts:
             if all(entry.expires_at is None or entry.expires_at > now for entry in cached.value):
                 return cached.value
             self.cache.evict(key)
-        ticket = self.cache.ticket()
-        entries = await self.source.pinned_entries(scope)
-        self.cache.put(key, entries, ticket=ticket, ttl_s=self.ttl_s)
-        return entries
+        return await self.cache.through(key, lambda: self.source.pinned_entries(scope), ttl_s=self.ttl_s)
 
     async def pinned(self, scope: MemoryScope) -> list[PinnedFact]:
         return [to_pinned_fact(entry) for entry in await self.pinned_entries(scope)]

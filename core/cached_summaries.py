@@ -18,14 +18,9 @@ summarizer lags.
 
 from __future__ import annotations
 
-import json
-import logging
-
 from core.invalidated_cache import InvalidatedCache
 from core.journal.models import ThreadRef
 from core.summaries.models import Summary, SummaryReader
-
-log = logging.getLogger("memstream.summaries")
 
 DEFAULT_TTL_S = 5.0
 
@@ -53,27 +48,10 @@ class CachedSummaries:
 
     def invalidated(self, payload: str) -> None:
         """A thread's summary version mark changed: `payload` is the thread's scope as a JSON array."""
-        try:
-            scope = json.loads(payload)
-        except ValueError:
-            scope = None
-        if not (isinstance(scope, list) and len(scope) == 4 and all(isinstance(s, str) for s in scope)):
-            if payload != "*":
-                log.warning(
-                    "summary notice %r is not a thread scope: forgetting every cached summary", payload
-                )
-            self.cache.clear()
-            return
-        self.cache.evict((scope[0], scope[1], scope[2], scope[3]))
+        self.cache.notice(payload, 4, what="summary")
 
     # ---- SummaryReader ------------------------------------------------------------------------------
 
     async def read(self, thread: ThreadRef, agent_id: str) -> Summary | None:
         key = (thread.environment, thread.account_id, agent_id, thread.thread_id)
-        cached = self.cache.get(key)
-        if cached is not None:
-            return cached.value
-        ticket = self.cache.ticket()
-        summary = await self.reader.read(thread, agent_id)
-        self.cache.put(key, summary, ticket=ticket, ttl_s=self.ttl_s)
-        return summary
+        return await self.cache.through(key, lambda: self.reader.read(thread, agent_id), ttl_s=self.ttl_s)

@@ -17,16 +17,12 @@ case after `ttl_s`.
 
 from __future__ import annotations
 
-import json
-import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 from core.invalidated_cache import InvalidatedCache
 from core.threads import Thread, ThreadStore
-
-log = logging.getLogger("memstream.threads")
 
 DEFAULT_TTL_S = 5.0
 
@@ -54,16 +50,7 @@ class CachedThreads:
 
     def invalidated(self, payload: str) -> None:
         """A thread changed in the store: `payload` is its scope as a JSON array."""
-        try:
-            scope = json.loads(payload)
-        except ValueError:
-            scope = None
-        if not (isinstance(scope, list) and len(scope) == 3 and all(isinstance(s, str) for s in scope)):
-            if payload != "*":
-                log.warning("thread change notice %r is not a scope: forgetting every cached thread", payload)
-            self.cache.clear()
-            return
-        self.cache.evict((scope[0], scope[1], scope[2]))
+        self.cache.notice(payload, 3, what="thread")
 
     # ---- ThreadStore ------------------------------------------------------------------------------
 

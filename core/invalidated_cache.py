@@ -19,13 +19,36 @@ Contract:
 
 from __future__ import annotations
 
+import json
+import logging
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+
+log = logging.getLogger("memstream.caches")
+
+Scope = tuple[str | None, ...]
+
+
+def notice_scope(payload: str, parts: int, *, last_may_be_null: bool = False) -> Scope | None:
+    """The scope a change notice names: a JSON array of `parts` strings (the last one may be null
+    when `last_may_be_null`); None for anything else."""
+    try:
+        scope = json.loads(payload)
+    except ValueError:
+        return None
+    if not (isinstance(scope, list) and len(scope) == parts):
+        return None
+    head, last = scope[:-1], scope[-1]
+    if not all(isinstance(part, str) for part in head):
+        return None
+    if not (isinstance(last, str) or (last is None and last_may_be_null)):
+        return None
+    return tuple(scope)
 
 
 @dataclass(frozen=True)
@@ -101,3 +124,25 @@ class InvalidatedCache(Generic[K, V]):
         """Forget everything."""
         self._generation += 1
         self._entries.clear()
+
+    def notice(self, payload: str, parts: int, *, what: str, last_may_be_null: bool = False) -> None:
+        """Apply a change notice naming a scope (`notice_scope`): evict that key, or forget
+        everything when the payload is not a scope ('*' is the store's "everything changed"; any
+        other payload is logged, naming `what` the cache holds)."""
+        scope = notice_scope(payload, parts, last_may_be_null=last_may_be_null)
+        if scope is None:
+            if payload != "*":
+                log.warning("%s change notice %r is not a scope: forgetting every cached one", what, payload)
+            self.clear()
+            return
+        self.evict(scope)  # type: ignore[arg-type]  # the caller's keys are these scope tuples
+
+    async def through(self, key: K, load: Callable[[], Awaitable[V]], *, ttl_s: float) -> V:
+        """The cached value of `key`, else `load()`'s, kept (see `put`) for `ttl_s`."""
+        entry = self.get(key)
+        if entry is not None:
+            return entry.value
+        ticket = self.ticket()
+        value = await load()
+        self.put(key, value, ticket=ticket, ttl_s=ttl_s)
+        return value

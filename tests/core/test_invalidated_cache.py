@@ -1,10 +1,11 @@
-"""`core.invalidated_cache.InvalidatedCache`: served only while live, TTL, evictions, tickets."""
+"""`core.invalidated_cache.InvalidatedCache`: served only while live, TTL, evictions, tickets, change
+notices naming a scope, read-through."""
 
 from __future__ import annotations
 
 import pytest
 
-from core.invalidated_cache import InvalidatedCache
+from core.invalidated_cache import InvalidatedCache, notice_scope
 
 
 class Clock:
@@ -77,3 +78,56 @@ def test_clear_and_size_bound(cache: InvalidatedCache[str, int]) -> None:
     assert len(cache) == 0
     with pytest.raises(ValueError, match="max_entries"):
         InvalidatedCache[str, int](max_entries=0)
+
+
+@pytest.mark.parametrize(
+    ("payload", "parts", "nullable", "scope"),
+    [
+        ('["test", "acme", "t1"]', 3, False, ("test", "acme", "t1")),
+        ('["test", "acme", "bot", null]', 4, True, ("test", "acme", "bot", None)),
+        ('["test", "acme", "bot", null]', 4, False, None),
+        ('["test", null, "bot", "u"]', 4, True, None),
+        ('["test", "acme"]', 3, False, None),
+        ('{"a": 1}', 1, False, None),
+        ("*", 3, False, None),
+        ("not json", 3, False, None),
+        ("[1, 2, 3]", 3, False, None),
+    ],
+)
+def test_a_notice_names_a_scope_or_nothing(
+    payload: str, parts: int, nullable: bool, scope: tuple[str | None, ...] | None
+) -> None:
+    assert notice_scope(payload, parts, last_may_be_null=nullable) == scope
+
+
+def test_a_notice_evicts_its_scope_or_clears_everything() -> None:
+    cache: InvalidatedCache[tuple[str, ...], int] = InvalidatedCache()
+    cache.set_live(True)
+    for key in [("test", "a"), ("test", "b")]:
+        cache.put(key, 1, ticket=cache.ticket(), ttl_s=60)
+    cache.notice('["test", "a"]', 2, what="thing")
+    assert cache.get(("test", "a")) is None and cache.get(("test", "b")) is not None
+    cache.notice("*", 2, what="thing")
+    assert len(cache) == 0
+
+
+async def test_through_loads_once_and_keeps_a_value_unless_evicted_meanwhile() -> None:
+    cache: InvalidatedCache[str, int | None] = InvalidatedCache()
+    cache.set_live(True)
+    loads = 0
+
+    async def load() -> int | None:
+        nonlocal loads
+        loads += 1
+        return None  # "nothing there" is a value too
+
+    assert await cache.through("k", load, ttl_s=60) is None
+    assert await cache.through("k", load, ttl_s=60) is None
+    assert loads == 1
+
+    async def racing() -> int | None:
+        cache.evict("j")  # a notice arrives while the value is read
+        return 7
+
+    assert await cache.through("j", racing, ttl_s=60) == 7
+    assert cache.get("j") is None
