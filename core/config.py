@@ -171,6 +171,13 @@ class Settings(BaseSettings):
         "memory (0: never); a change shows on every node once Postgres announces it, and after this "
         "long at the latest",
     )
+    agent_cache_ttl_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="how long a node may answer an agent's capability bindings from memory (0: never); "
+        "a change made on the node shows at once, one made elsewhere once Postgres announces it, and "
+        "after this long at the latest",
+    )
     summary_cache_ttl_s: float = Field(
         default=5.0,
         ge=0,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncpg
 
+from core.cached_agents import CachedAgents
 from core.cached_api_keys import CachedApiKeys
 from core.cached_pinned import CachedPinnedFacts
 from core.cached_summaries import CachedSummaries
@@ -32,6 +33,7 @@ from sinks.objectstore.summaries import ObjectStoreSummaryReader
 from sinks.postgres.agents import PostgresAgents
 from sinks.postgres.api_keys import PostgresApiKeys
 from sinks.postgres.invalidation import (
+    AGENTS_CHANNEL,
     API_KEYS_CHANNEL,
     PINNED_CHANNEL,
     SUMMARIES_CHANNEL,
@@ -84,11 +86,10 @@ def build_api_deps(
     `processors` when given. `summaries`, when given,
     replaces the object store reader (and is cached only when `summary_cache` is given too).
     `/readyz` checks `settings.object_store` (the summarizer writes there whatever the reader).
-    With `invalidations` (whose `run` the caller starts), API keys, threads, agent memory's pinned
-    facts and summaries are looked up through caches fed by it (`core.cached_api_keys`,
-    `core.cached_threads`, `core.cached_pinned`, `core.cached_summaries`;
-    `settings.api_key_cache_ttl_s`, `settings.thread_cache_ttl_s`, `settings.pinned_cache_ttl_s`,
-    `settings.summary_cache_ttl_s`); without, in Postgres (and Redis).
+    With `invalidations` (whose `run` the caller starts), API keys, threads, agents' bindings, agent
+    memory's pinned facts and summaries are looked up through caches fed by it
+    (`core.cached_api_keys`, `core.cached_threads`, `core.cached_agents`, `core.cached_pinned`,
+    `core.cached_summaries`; `settings.*_cache_ttl_s`); without, in Postgres (and Redis).
 
     Does no I/O (the object store and Redis clients connect lazily).
     """
@@ -121,12 +122,17 @@ def build_api_deps(
         cached = CachedApiKeys(api_keys, ttl_s=settings.api_key_cache_ttl_s)
         invalidations.subscribe(API_KEYS_CHANNEL, cached)
         api_keys = cached
+    agents = memory.agents if memory is not None else AgentService(PostgresAgents(pool))
+    if invalidations is not None and settings.agent_cache_ttl_s > 0:
+        cached_agents = CachedAgents(PostgresAgents(pool), ttl_s=settings.agent_cache_ttl_s)
+        invalidations.subscribe(AGENTS_CHANNEL, cached_agents)
+        agents = AgentService(cached_agents)
     return ApiDeps(
         settings=settings,
         journal=journal,
         pool=pool,
         api_keys=api_keys,
-        agents=memory.agents if memory is not None else AgentService(PostgresAgents(pool)),
+        agents=agents,
         threads=threads,
         context_reader=reader,
         memory=memory,

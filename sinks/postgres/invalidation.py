@@ -1,6 +1,6 @@
 """The change feed of in-process caches (`PostgresInvalidations`): Postgres `LISTEN` on the channels
-that triggers NOTIFY when cached rows change (migrations 0008-0011: `memstream_api_keys`,
-`memstream_threads`, `memstream_pinned`, `memstream_summaries`).
+that triggers NOTIFY when cached rows change (migrations 0008-0012: `memstream_api_keys`,
+`memstream_threads`, `memstream_pinned`, `memstream_summaries`, `memstream_agents`).
 
 `subscribe(channel, feed)` registers a cache (`Feed`: `invalidated(payload)` per notice,
 `set_live(bool)` when the feed starts and when it may miss notices). `run(stop)` holds one pooled
@@ -28,6 +28,7 @@ API_KEYS_CHANNEL = "memstream_api_keys"
 THREADS_CHANNEL = "memstream_threads"
 PINNED_CHANNEL = "memstream_pinned"
 SUMMARIES_CHANNEL = "memstream_summaries"
+AGENTS_CHANNEL = "memstream_agents"
 
 
 class Feed(Protocol):

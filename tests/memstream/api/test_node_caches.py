@@ -13,6 +13,7 @@ import asyncpg
 import httpx
 import pytest
 
+from core.cached_agents import CachedAgents
 from core.cached_api_keys import CachedApiKeys
 from core.cached_pinned import CachedPinnedFacts
 from core.cached_summaries import CachedSummaries
@@ -43,6 +44,7 @@ async def node_client(
     assert isinstance(deps.api_keys, CachedApiKeys)
     assert isinstance(deps.threads._store, CachedThreads)
     assert isinstance(deps.context_reader._summaries, CachedSummaries)
+    assert isinstance(deps.agents._store, CachedAgents)
     stop = asyncio.Event()
     feed = asyncio.create_task(invalidations.run(stop))
     await asyncio.wait_for(invalidations.live.wait(), 10)

@@ -1,10 +1,10 @@
-"""The cache change feed (`sinks.postgres.invalidation`), the API key cache (`core.cached_api_keys`)
-and the thread cache (`core.cached_threads`) on the real embedded Postgres: a key revoked on
-another node (another pool and store) is refused once the NOTIFY arrives, one revoked on this node
-at once; likewise a thread's context window, and a user's pinned facts (`core.cached_pinned`),
-changed on another node or on this one, and a thread's summary (`core.cached_summaries`) once the
-summarizer raises its version mark; the feed notices a lost connection (the cache is bypassed) and
-listens again."""
+"""The cache change feed (`sinks.postgres.invalidation`) and the caches it feeds, on the real
+embedded Postgres: an API key revoked on another node (another pool and store) is refused once the
+NOTIFY arrives, one revoked on this node at once (`core.cached_api_keys`); likewise a thread's
+context window (`core.cached_threads`), a user's pinned facts (`core.cached_pinned`) and an
+agent's bindings (`core.cached_agents`), changed on another node or on this one; a thread's summary
+(`core.cached_summaries`) once the summarizer raises its version mark; the feed notices a lost
+connection (the cache is bypassed) and listens again."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import asyncpg
 import pytest
 
 from core.auth import issue_key, revoke_key, verify
+from core.cached_agents import CachedAgents
 from core.cached_api_keys import CachedApiKeys
 from core.cached_pinned import CachedPinnedFacts
 from core.cached_summaries import CachedSummaries
@@ -29,9 +30,11 @@ from core.memory.pinned import MemoryPinnedFacts
 from core.memory.service import MemoryService
 from core.stores.thresholds import ThreadScope
 from core.summaries.models import Summary
+from sinks.postgres.agents import PostgresAgents
 from sinks.postgres.api_keys import PostgresApiKeys
 from sinks.postgres.compactions import PostgresCompactions, PostgresSummaryVersions
 from sinks.postgres.invalidation import (
+    AGENTS_CHANNEL,
     API_KEYS_CHANNEL,
     PINNED_CHANNEL,
     SUMMARIES_CHANNEL,
@@ -398,5 +401,39 @@ async def test_a_summary_written_by_another_process_shows_once_its_version_is_an
         assert notices.payloads == ['["test", "acme", "bot", "t1"]'] * 2
     finally:
         await worker_pool.close()
+        stop.set()
+        await asyncio.wait_for(task, 10)
+
+
+async def test_bindings_changed_on_another_node_show_once_announced(pool: asyncpg.Pool, pg_dsn: str) -> None:
+    cached = CachedAgents(PostgresAgents(pool), ttl_s=600)
+    invalidations = PostgresInvalidations(pool, ping_s=0.2)
+    invalidations.subscribe(AGENTS_CHANNEL, cached)
+    stop = asyncio.Event()
+    task = asyncio.create_task(invalidations.run(stop))
+    await asyncio.wait_for(invalidations.live.wait(), 10)
+    other_pool = await create_pool(pg_dsn, min_size=1, max_size=2)
+
+    async def bound_within(wanted: set[str], bound_s: float) -> None:
+        deadline = time.monotonic() + bound_s
+        while True:
+            record = await cached.get("test", "acme", "bot")
+            found = set(record.capabilities) if record is not None else set()
+            if found == wanted:
+                return
+            assert time.monotonic() < deadline, f"bindings still {found} after {bound_s}s"
+            await asyncio.sleep(0.01)
+
+    try:
+        other = PostgresAgents(other_pool)  # another node
+        await bound_within(set(), 0.0)  # "no bindings" is cached
+        await other.upsert_capabilities("test", "acme", "bot", ["memory"])  # an insert
+        await bound_within({"memory"}, 2.0)
+        await other.upsert_capabilities("test", "acme", "bot", [])  # an update: memory unbound
+        await bound_within(set(), 2.0)
+        await cached.upsert_capabilities("test", "acme", "bot", ["memory"])  # this node: at once
+        await bound_within({"memory"}, 0.0)
+    finally:
+        await other_pool.close()
         stop.set()
         await asyncio.wait_for(task, 10)
