@@ -11,17 +11,10 @@ import pytest
 from core.cached_agents import CachedAgents
 from core.invalidated_cache import InvalidatedCache
 from core.stores.agents import AgentRecord
+from tests.core.ticks import Ticks
 from tests.fakes.agents import InMemoryAgents
 
 pytestmark = pytest.mark.unit
-
-
-class Ticks:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class CountingAgents(InMemoryAgents):

@@ -17,17 +17,10 @@ from core.memory.models import MemoryEntry, MemoryScope
 from core.memory.pinned import MemoryPinnedFacts
 from core.memory.service import MemoryService
 from tests.core.memory.helpers import FakeClock, scope
+from tests.core.ticks import Ticks
 from tests.fakes.memory import InMemoryMemoryStore
 
 pytestmark = pytest.mark.unit
-
-
-class Ticks:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class CountingPinned(MemoryPinnedFacts):

@@ -13,6 +13,7 @@ from core.cached_summaries import CachedSummaries
 from core.invalidated_cache import InvalidatedCache
 from core.journal.models import ThreadRef
 from core.summaries.models import Summary
+from tests.core.ticks import Ticks
 
 pytestmark = pytest.mark.unit
 
@@ -41,14 +42,6 @@ class Reader:
     async def read(self, thread: ThreadRef, agent_id: str) -> Summary | None:
         self.reads += 1
         return self.summaries.get((thread.environment, thread.account_id, agent_id, thread.thread_id))
-
-
-class Ticks:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

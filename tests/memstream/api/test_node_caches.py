@@ -6,6 +6,7 @@ context at once, changed on another node once Postgres announces it. (Keys: `tes
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 
@@ -21,7 +22,7 @@ from core.cached_threads import CachedThreads
 from core.config import Settings
 from core.memory.models import MemoryScope
 from core.memory.service import MemoryService
-from memstream.api import create_app
+from memstream.api import ApiDeps, create_app
 from memstream.wiring.api import build_api_deps, build_memory_deps
 from sinks.embeddings.bm25 import Bm25Sparse
 from sinks.embeddings.minilm import OfflineMiniLM
@@ -35,16 +36,9 @@ from tests.fakes.vectors import InMemoryVectorIndex
 from .conftest import Keys
 
 
-@pytest.fixture
-async def node_client(
-    api_settings: Settings, journal: SlateJournal, pool: asyncpg.Pool
-) -> AsyncIterator[httpx.AsyncClient]:
-    invalidations = PostgresInvalidations(pool)
-    deps = build_api_deps(api_settings, journal, pool, invalidations=invalidations)
-    assert isinstance(deps.api_keys, CachedApiKeys)
-    assert isinstance(deps.threads._store, CachedThreads)
-    assert isinstance(deps.context_reader._summaries, CachedSummaries)
-    assert isinstance(deps.agents._store, CachedAgents)
+@contextlib.asynccontextmanager
+async def serving(deps: ApiDeps, invalidations: PostgresInvalidations) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of the app over `deps`, with the caches' change feed live."""
     stop = asyncio.Event()
     feed = asyncio.create_task(invalidations.run(stop))
     await asyncio.wait_for(invalidations.live.wait(), 10)
@@ -55,6 +49,20 @@ async def node_client(
     finally:
         stop.set()
         await feed
+
+
+@pytest.fixture
+async def node_client(
+    api_settings: Settings, journal: SlateJournal, pool: asyncpg.Pool
+) -> AsyncIterator[httpx.AsyncClient]:
+    invalidations = PostgresInvalidations(pool)
+    deps = build_api_deps(api_settings, journal, pool, invalidations=invalidations)
+    assert isinstance(deps.api_keys, CachedApiKeys)
+    assert isinstance(deps.threads._store, CachedThreads)
+    assert isinstance(deps.context_reader._summaries, CachedSummaries)
+    assert isinstance(deps.agents._store, CachedAgents)
+    async with serving(deps, invalidations) as client:
+        yield client
 
 
 def test_without_the_feed_or_with_a_zero_ttl_nothing_is_cached(
@@ -112,16 +120,8 @@ async def memory_node_client(
     memory = build_memory_deps(pool, embedder, Bm25Sparse(), InMemoryVectorIndex())
     deps = build_api_deps(api_settings, journal, pool, memory=memory, invalidations=invalidations)
     assert isinstance(deps.context_reader._pinned, CachedPinnedFacts)
-    stop = asyncio.Event()
-    feed = asyncio.create_task(invalidations.run(stop))
-    await asyncio.wait_for(invalidations.live.wait(), 10)
-    transport = httpx.ASGITransport(app=create_app(deps))
-    try:
-        async with httpx.AsyncClient(transport=transport, base_url="http://memstream.test") as client:
-            yield client
-    finally:
-        stop.set()
-        await feed
+    async with serving(deps, invalidations) as client:
+        yield client
 
 
 async def pinned_text(client: httpx.AsyncClient, keys: Keys) -> str:

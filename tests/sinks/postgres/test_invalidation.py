@@ -9,6 +9,7 @@ connection (the cache is bypassed) and listens again."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import time
 from collections.abc import AsyncIterator
@@ -39,6 +40,7 @@ from sinks.postgres.invalidation import (
     PINNED_CHANNEL,
     SUMMARIES_CHANNEL,
     THREADS_CHANNEL,
+    Feed,
     PostgresInvalidations,
 )
 from sinks.postgres.memory import PostgresMemoryStore
@@ -70,6 +72,32 @@ async def feed(pool: asyncpg.Pool) -> AsyncIterator[tuple[CachedApiKeys, Postgre
     finally:
         stop.set()
         await asyncio.wait_for(task, 10)
+
+
+@contextlib.asynccontextmanager
+async def listening(pool: asyncpg.Pool, channel: str, *feeds: Feed) -> AsyncIterator[PostgresInvalidations]:
+    """A change feed delivering `channel` to `feeds`, live for the block."""
+    invalidations = PostgresInvalidations(pool, ping_s=0.2)
+    for one in feeds:
+        invalidations.subscribe(channel, one)
+    stop = asyncio.Event()
+    task = asyncio.create_task(invalidations.run(stop))
+    await asyncio.wait_for(invalidations.live.wait(), 10)
+    try:
+        yield invalidations
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+
+
+@pytest.fixture
+async def another_pool(pg_dsn: str) -> AsyncIterator[asyncpg.Pool]:
+    """Another node's (or process's) pool on the same database."""
+    other = await create_pool(pg_dsn, min_size=1, max_size=2)
+    try:
+        yield other
+    finally:
+        await other.close()
 
 
 def keys_hash(key: str) -> bytes:
@@ -188,16 +216,8 @@ async def test_the_feed_stops_while_waiting_for_a_connection(pool: asyncpg.Pool)
 async def threads(pool: asyncpg.Pool) -> AsyncIterator[CachedThreads]:
     """This node's cached threads (a TTL far beyond the test: only notices evict), its feed live."""
     cached = CachedThreads(PostgresThreadStore(pool), ttl_s=600)
-    invalidations = PostgresInvalidations(pool, ping_s=0.2)
-    invalidations.subscribe(THREADS_CHANNEL, cached)
-    stop = asyncio.Event()
-    task = asyncio.create_task(invalidations.run(stop))
-    await asyncio.wait_for(invalidations.live.wait(), 10)
-    try:
+    async with listening(pool, THREADS_CHANNEL, cached):
         yield cached
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 10)
 
 
 async def window_within(threads: CachedThreads, account_id: str, window: int, bound_s: float) -> None:
@@ -267,17 +287,8 @@ async def pinned(pool: asyncpg.Pool) -> AsyncIterator[tuple[CachedPinnedFacts, M
     cached = CachedPinnedFacts(MemoryPinnedFacts(service), ttl_s=600)
     service.listen(cached.changed)
     notices = Notices()
-    invalidations = PostgresInvalidations(pool, ping_s=0.2)
-    invalidations.subscribe(PINNED_CHANNEL, cached)
-    invalidations.subscribe(PINNED_CHANNEL, notices)
-    stop = asyncio.Event()
-    task = asyncio.create_task(invalidations.run(stop))
-    await asyncio.wait_for(invalidations.live.wait(), 10)
-    try:
+    async with listening(pool, PINNED_CHANNEL, cached, notices):
         yield cached, service, notices
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 10)
 
 
 ALICE = MemoryScope(environment="test", account_id="acme", agent_id="bot", user_id="alice")
@@ -294,38 +305,34 @@ async def pinned_within(cached: CachedPinnedFacts, wanted: list[str], bound_s: f
 
 
 async def test_pinned_facts_changed_on_another_node_show_once_announced(
-    pinned: tuple[CachedPinnedFacts, MemoryService, Notices], pg_dsn: str
+    pinned: tuple[CachedPinnedFacts, MemoryService, Notices], another_pool: asyncpg.Pool
 ) -> None:
     cached, _, notices = pinned
-    other_pool = await create_pool(pg_dsn, min_size=1, max_size=2)
-    try:
-        other = MemoryService(PostgresMemoryStore(other_pool))  # another node (or the worker's flush)
-        await pinned_within(cached, [], 0.0)
-        stored = await other.store(
-            ALICE, "diet", "Alice is vegetarian.", "user_profile", scope_visibility="private", importance=0.9
-        )
-        await pinned_within(cached, ["Alice is vegetarian."], 2.0)
-        await other.edit(ALICE, stored.entry.entry_id, importance=0.2)  # below the pinning bar
-        await pinned_within(cached, [], 2.0)
-        await other.edit(ALICE, stored.entry.entry_id, importance=0.9)
-        await pinned_within(cached, ["Alice is vegetarian."], 2.0)
-        await other.forget(ALICE, "diet")
-        await pinned_within(cached, [], 2.0)
-        assert set(notices.payloads) == {'["test", "acme", "bot", "alice"]'}
-        # neither another category nor the recall counters are announced
-        profile = await other.store(
-            ALICE, "city", "Alice lives in Porto.", "user_profile", scope_visibility="private", importance=0.9
-        )
-        await pinned_within(cached, ["Alice lives in Porto."], 2.0)
-        before = len(notices.payloads)
-        fact = await other.store(
-            ALICE, "repo", "The repo is on GitHub.", "project_fact", scope_visibility="shared"
-        )
-        await other.record_recall(ALICE, [profile.entry.entry_id, fact.entry.entry_id])
-        await asyncio.sleep(0.3)
-        assert len(notices.payloads) == before
-    finally:
-        await other_pool.close()
+    other = MemoryService(PostgresMemoryStore(another_pool))  # another node (or the worker's flush)
+    await pinned_within(cached, [], 0.0)
+    stored = await other.store(
+        ALICE, "diet", "Alice is vegetarian.", "user_profile", scope_visibility="private", importance=0.9
+    )
+    await pinned_within(cached, ["Alice is vegetarian."], 2.0)
+    await other.edit(ALICE, stored.entry.entry_id, importance=0.2)  # below the pinning bar
+    await pinned_within(cached, [], 2.0)
+    await other.edit(ALICE, stored.entry.entry_id, importance=0.9)
+    await pinned_within(cached, ["Alice is vegetarian."], 2.0)
+    await other.forget(ALICE, "diet")
+    await pinned_within(cached, [], 2.0)
+    assert set(notices.payloads) == {'["test", "acme", "bot", "alice"]'}
+    # neither another category nor the recall counters are announced
+    profile = await other.store(
+        ALICE, "city", "Alice lives in Porto.", "user_profile", scope_visibility="private", importance=0.9
+    )
+    await pinned_within(cached, ["Alice lives in Porto."], 2.0)
+    before = len(notices.payloads)
+    fact = await other.store(
+        ALICE, "repo", "The repo is on GitHub.", "project_fact", scope_visibility="shared"
+    )
+    await other.record_recall(ALICE, [profile.entry.entry_id, fact.entry.entry_id])
+    await asyncio.sleep(0.3)
+    assert len(notices.payloads) == before
 
 
 async def test_pinned_facts_changed_on_this_node_show_at_once(
@@ -363,18 +370,11 @@ class StoredSummaries:
 
 
 async def test_a_summary_written_by_another_process_shows_once_its_version_is_announced(
-    pool: asyncpg.Pool, pg_dsn: str
+    pool: asyncpg.Pool, another_pool: asyncpg.Pool
 ) -> None:
     stored = StoredSummaries()
     cached = CachedSummaries(stored, ttl_s=600)
     notices = Notices()
-    invalidations = PostgresInvalidations(pool, ping_s=0.2)
-    invalidations.subscribe(SUMMARIES_CHANNEL, cached)
-    invalidations.subscribe(SUMMARIES_CHANNEL, notices)
-    stop = asyncio.Event()
-    task = asyncio.create_task(invalidations.run(stop))
-    await asyncio.wait_for(invalidations.live.wait(), 10)
-    worker_pool = await create_pool(pg_dsn, min_size=1, max_size=2)  # the summarizer's process
     t1 = ThreadRef(environment="test", account_id="acme", thread_id="t1")
 
     async def version_within(wanted: int | None, bound_s: float) -> None:
@@ -386,8 +386,9 @@ async def test_a_summary_written_by_another_process_shows_once_its_version_is_an
             assert time.monotonic() < deadline, f"summary still {found} after {bound_s}s"
             await asyncio.sleep(0.01)
 
-    try:
-        versions, ledger = PostgresSummaryVersions(worker_pool), PostgresCompactions(worker_pool)
+    async with listening(pool, SUMMARIES_CHANNEL, cached, notices):
+        # the summarizer's process
+        versions, ledger = PostgresSummaryVersions(another_pool), PostgresCompactions(another_pool)
         scope = ThreadScope(environment="test", account_id="acme", agent_id="bot", thread_id="t1")
         await ledger.record_requests([(scope, {"to_offset": 49})])  # a compaction request: no notice
         await version_within(None, 0.0)  # "none yet" is cached
@@ -399,20 +400,12 @@ async def test_a_summary_written_by_another_process_shows_once_its_version_is_an
         await ledger.record_requests([(scope, {"to_offset": 99})])
         await asyncio.sleep(0.3)
         assert notices.payloads == ['["test", "acme", "bot", "t1"]'] * 2
-    finally:
-        await worker_pool.close()
-        stop.set()
-        await asyncio.wait_for(task, 10)
 
 
-async def test_bindings_changed_on_another_node_show_once_announced(pool: asyncpg.Pool, pg_dsn: str) -> None:
+async def test_bindings_changed_on_another_node_show_once_announced(
+    pool: asyncpg.Pool, another_pool: asyncpg.Pool
+) -> None:
     cached = CachedAgents(PostgresAgents(pool), ttl_s=600)
-    invalidations = PostgresInvalidations(pool, ping_s=0.2)
-    invalidations.subscribe(AGENTS_CHANNEL, cached)
-    stop = asyncio.Event()
-    task = asyncio.create_task(invalidations.run(stop))
-    await asyncio.wait_for(invalidations.live.wait(), 10)
-    other_pool = await create_pool(pg_dsn, min_size=1, max_size=2)
 
     async def bound_within(wanted: set[str], bound_s: float) -> None:
         deadline = time.monotonic() + bound_s
@@ -424,8 +417,8 @@ async def test_bindings_changed_on_another_node_show_once_announced(pool: asyncp
             assert time.monotonic() < deadline, f"bindings still {found} after {bound_s}s"
             await asyncio.sleep(0.01)
 
-    try:
-        other = PostgresAgents(other_pool)  # another node
+    async with listening(pool, AGENTS_CHANNEL, cached):
+        other = PostgresAgents(another_pool)  # another node
         await bound_within(set(), 0.0)  # "no bindings" is cached
         await other.upsert_capabilities("test", "acme", "bot", ["memory"])  # an insert
         await bound_within({"memory"}, 2.0)
@@ -433,7 +426,3 @@ async def test_bindings_changed_on_another_node_show_once_announced(pool: asyncp
         await bound_within(set(), 2.0)
         await cached.upsert_capabilities("test", "acme", "bot", ["memory"])  # this node: at once
         await bound_within({"memory"}, 0.0)
-    finally:
-        await other_pool.close()
-        stop.set()
-        await asyncio.wait_for(task, 10)
