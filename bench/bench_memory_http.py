@@ -44,7 +44,7 @@ from typing import Any
 import httpx
 from bench_memory import Spec, queries, specs
 from bench_sustained import memstream_processes, slope
-from embedded_node import Node, start_up, wait_ready
+from embedded_node import Node, node_for
 from figures import load_note, pct
 from memory_node import PROJECTION, Memory, Meters, Projection, http_clients
 from server_group import server_group
@@ -380,14 +380,7 @@ def main() -> None:
     args.run = uuid.uuid4().hex[:6]
     work = Path(tempfile.mkdtemp(prefix="memstream-bench-memhttp-", dir="/tmp"))
     with server_group(work, keep=args.keep) as group:
-        if args.url:
-            wait_ready(args.url)
-            node = Node(url=args.url, key=args.key_file.read_text().strip(), pid=None)
-        else:
-            print(f"starting `memstream up` in {work} ({load_note()})", flush=True)
-            node = start_up(group, work)
-            args.bootstrap = node.bootstrap
-            print(f"node ready: {node.url}, pid {node.pid}, broker {args.bootstrap}", flush=True)
+        node = node_for(args, group, work)
         projection_runs(node.url)
         meters = Meters(memstream_processes(node, work, servers=True))
         print(f"run {args.run}; metering {', '.join(meters.meters) or 'no local process'} and this bench")

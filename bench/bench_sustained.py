@@ -39,7 +39,7 @@ from pathlib import Path
 import httpx
 from bench_http import AGENT, SIZE, THREADS, probe, seed_threads
 from bench_journal import message_text
-from embedded_node import CpuMeter, Node, start_up, wait_ready
+from embedded_node import CpuMeter, Node, node_for
 from figures import load_note, pct
 from server_group import server_group
 from wrk_load import WrkResult, append_script, find_wrk, run_wrk, wrk_version
@@ -268,14 +268,7 @@ def main() -> None:
     print(f"load generator: {wrk_version(args.wrk)} ({args.wrk})")
     work = Path(tempfile.mkdtemp(prefix="memstream-bench-sustained-", dir="/tmp"))
     with server_group(work, keep=args.keep) as group:
-        if args.url:
-            wait_ready(args.url)
-            node = Node(url=args.url, key=args.key_file.read_text().strip(), pid=None)
-        else:
-            print(f"starting `memstream up` in {work} ({load_note()})", flush=True)
-            node = start_up(group, work)
-            args.bootstrap = node.bootstrap
-            print(f"node ready: {node.url}, pid {node.pid}, broker {args.bootstrap}", flush=True)
+        node = node_for(args, group, work)
         run(node, args, work)
 
 

@@ -15,6 +15,7 @@ The benches run as scripts (`.venv/bin/python bench/bench_x.py`), so this module
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import httpx
 import psutil
+from figures import load_note
 from server_group import ServerGroup
 
 from memstream.embedded.process import ManagedProcess, free_port
@@ -150,3 +152,16 @@ class CpuMeter:
             share = self.seconds() or 0.0
             if share < below or time.monotonic() >= deadline:
                 return share
+
+
+def node_for(args: argparse.Namespace, group: ServerGroup, work: Path) -> Node:
+    """The node a bench drives: the running one at `args.url` (its key from `args.key_file`), or
+    `memstream up` started in `work` (then `args.bootstrap` becomes its broker)."""
+    if args.url:
+        wait_ready(args.url)
+        return Node(url=args.url, key=args.key_file.read_text().strip(), pid=None)
+    print(f"starting `memstream up` in {work} ({load_note()})", flush=True)
+    node = start_up(group, work)
+    args.bootstrap = node.bootstrap
+    print(f"node ready: {node.url}, pid {node.pid}, broker {args.bootstrap}", flush=True)
+    return node

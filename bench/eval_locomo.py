@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from embedded_node import Node, start_up, wait_ready
+from embedded_node import Node, node_for
 from figures import pct
 from server_group import server_group
 
@@ -199,7 +199,8 @@ def timed(http: httpx.Client, latencies: list[float], url: str, body: dict[str, 
 
 
 def ask(http: httpx.Client, convs: list[Conversation], ks: list[int]) -> tuple[Tally, Tally, dict[str, int]]:
-    transcripts, memory, paths = Tally(), Tally(), defaultdict(int)
+    transcripts, memory = Tally(), Tally()
+    paths: defaultdict[str, int] = defaultdict(int)
     sources = {(conv.index, f"obs.s{n}.{j}"): dia for conv in convs for n, j, _, dia in conv.observations}
     for conv in convs:
         for question in conv.questions:
@@ -281,13 +282,7 @@ def main(argv: Iterable[str] | None = None) -> None:
     convs = load(args.data, parse_indexes(args.conversations))
     work = Path(tempfile.mkdtemp(prefix="memstream-eval-locomo-"))
     with server_group(work, keep=args.keep) as group:
-        if args.url:
-            wait_ready(args.url)
-            node = Node(url=args.url, key=args.key_file.read_text().strip(), pid=None)
-        else:
-            print(f"starting `memstream up` in {work}", flush=True)
-            node = start_up(group, work)
-            args.bootstrap = node.bootstrap
+        node = node_for(args, group, work)
         run(node, args, convs)
 
 
