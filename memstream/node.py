@@ -113,10 +113,17 @@ async def _serve(
         raise errors[0]
 
 
+KEEP_ALIVE_S = 75
+"""How long the API keeps an idle keep-alive connection open. Longer than clients keep idle
+connections (httpx and many others: 5 s; load balancers: 60 s): with the server closing first (as
+uvicorn's default of 5 s does), a client sending on a connection the server is closing at that
+moment gets a broken request (seen as httpx ReadError on `memory_store` calls under load)."""
+
+
 def server_config(settings: Settings, app: FastAPI) -> uvicorn.Config:
     """uvicorn's configuration of the node's API: on the node's loop (`memstream.event_loop`), with
-    httptools, credentials redacted from every log line, and the access log when
-    `settings.access_log`."""
+    httptools, idle connections kept `KEEP_ALIVE_S`, credentials redacted from every log line, and
+    the access log when `settings.access_log`."""
     return uvicorn.Config(
         app,
         host=settings.api_host,
@@ -127,6 +134,7 @@ def server_config(settings: Settings, app: FastAPI) -> uvicorn.Config:
         http=event_loop.http_protocol(),
         log_config=log_config(),
         access_log=settings.access_log,
+        timeout_keep_alive=KEEP_ALIVE_S,
     )
 
 
