@@ -383,10 +383,12 @@ def test_stopping_while_the_broker_is_unreachable_takes_seconds_and_commits_noth
             )
 
             async def blocked() -> bool:  # the request is decided and waits for the broker
+                # (a row without to_offset is the crossings held back, recorded just before it)
                 row = await ledger.get(SCOPE)
-                if row is not None and row.to_offset is not None:
-                    crossing.append(row.to_offset)
-                return row is not None
+                if row is None or row.to_offset is None:
+                    return False
+                crossing.append(row.to_offset)
+                return True
 
             yield processor, blocked
 
