@@ -153,6 +153,14 @@ class Settings(BaseSettings):
         "others run in `memstream worker` processes. `memstream up` sets it to the processors "
         "that must stay in the node and runs the thread-memory ones in one worker",
     )
+    worker_nice: int = Field(
+        default=10,
+        ge=0,
+        le=19,
+        description="CPU niceness `memstream up` gives its worker (the thread-memory processors): on a "
+        "machine it shares with the node, appends and contexts are served first and the worker uses "
+        "the CPU they leave, catching up after bursts (0: same priority as the node)",
+    )
     journal_reader_poll_ms: int = Field(
         default=100,
         ge=1,

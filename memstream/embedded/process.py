@@ -72,11 +72,25 @@ def require_executable(name: str, path: Path, package: str) -> None:
             raise ServiceError(f"{name}: {path} is not executable and cannot be made so ({exc})") from exc
 
 
+def _with_nice(preexec: Callable[[], None] | None, nice: int) -> Callable[[], None] | None:
+    """`preexec`, then `os.nice(nice)` in the child (before exec: every thread it starts inherits it)."""
+    if nice == 0:
+        return preexec
+
+    def both() -> None:
+        if preexec is not None:
+            preexec()
+        os.nice(nice)
+
+    return both
+
+
 @dataclass
 class ManagedProcess:
     """One supervised server. `ready` returns True once the server answers.
 
-    `stop_signal` asks it to stop (in `stop`, and when its parent dies); `keep_fds` are inherited.
+    `stop_signal` asks it to stop (in `stop`, and when its parent dies); `keep_fds` are inherited;
+    `nice` is added to its CPU niceness as it starts (0: the supervisor's priority).
     """
 
     name: str
@@ -89,6 +103,7 @@ class ManagedProcess:
     stop_signal: int = signal.SIGTERM
     keep_fds: tuple[int, ...] = ()
     umask: int = PRIVATE_UMASK
+    nice: int = 0
     proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     def start(self, timeout: float = 30.0) -> None:
@@ -106,7 +121,8 @@ class ManagedProcess:
                 start_new_session=True,  # Ctrl-C goes to the supervisor, which stops children in order
                 pass_fds=self.keep_fds,
                 umask=self.umask,
-                preexec_fn=die_with_parent(self.stop_signal),  # runs after the `user` switch
+                # runs after the `user` switch
+                preexec_fn=_with_nice(die_with_parent(self.stop_signal), self.nice),
             )
         finally:
             log.close()

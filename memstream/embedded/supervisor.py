@@ -130,6 +130,7 @@ def worker_process(settings: Settings, names: Sequence[str]) -> ManagedProcess:
         log_path=log_path,
         ready=ready,
         env=env,
+        nice=settings.worker_nice,
     )
 
 

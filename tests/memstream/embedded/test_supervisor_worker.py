@@ -37,6 +37,8 @@ def test_up_runs_thread_memory_in_the_worker_and_restarts_it(tmp_path: Path) -> 
         running = _pids(env)
         assert set(running) == {"broker", "postgres", "redis", "node", "worker"}
         pids.extend(running.values())
+        # the worker yields the CPU to the node (settings.worker_nice, default 10)
+        assert psutil.Process(running["worker"]).nice() == psutil.Process(running["node"]).nice() + 10
         worker_log = data_dir / "logs" / "worker.log"
         assert "worker runs processor(s) flush, summarizer, thresholds" in worker_log.read_text()
 
@@ -58,6 +60,7 @@ def test_up_runs_thread_memory_in_the_worker_and_restarts_it(tmp_path: Path) -> 
             wait_for_line(up_log, "worker ready again", after=mark)
             restarted = _pids(env)["worker"]
             assert restarted != running["worker"]
+            assert psutil.Process(restarted).nice() == psutil.Process(running["node"]).nice() + 10
             pids.append(restarted)
             append_messages(api, "later", "bob", 52, "My name is Bob.")
             assert wait_for_summary(api, "later")["metadata"]["summary_version"] == 1
