@@ -8,6 +8,9 @@ protocol's transport is a `CoalescedWrites`: writes made during one turn of the 
 joined and handed to the real transport once, from a callback scheduled with the first of them
 (the next turn, before the loop waits for I/O). `close()` sends what is pending first; nothing
 else changes (reading, flow control and the rest go to the real transport).
+
+Requests are logged through `memstream.api.access_log.FastAccessLog` when the access log is on
+with the node's logging configuration: the same lines, written once per turn too.
 """
 
 from __future__ import annotations
@@ -15,7 +18,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.server import ServerState
+
+from memstream.api.access_log import fast_access_log
 
 
 class CoalescedWrites:
@@ -52,6 +59,19 @@ class CoalescedWrites:
 
 class CoalescedHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's `HttpToolsProtocol` writing through `CoalescedWrites` (module doc)."""
+
+    def __init__(
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        if self.access_log:
+            fast = fast_access_log(self.access_logger, self.loop)
+            if fast is not None:
+                self.access_logger = fast  # type: ignore[assignment]  # duck-typed: `info` is all it uses
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(CoalescedWrites(transport, self.loop))  # type: ignore[arg-type]

@@ -10,13 +10,16 @@ parameter (`api_key=`, `token=`, ...) become `[REDACTED]` before a record is wri
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import http
 import logging
 import re
-from typing import Any
+from typing import Any, TextIO
 from urllib.parse import unquote_plus
 
 from uvicorn.config import LOGGING_CONFIG
+from uvicorn.logging import AccessFormatter
 
 from core.ids import API_KEY_IN_TEXT
 from memstream.api.request_guard import CREDENTIAL_PARAMS
@@ -83,3 +86,73 @@ def log_config() -> dict[str, Any]:
         handler["filters"] = ["redact_secrets"]
     config["root"] = {"handlers": ["root"], "level": "INFO"}
     return config
+
+
+_STATUS = {status.value: f"{status.value} {status.phrase}" for status in http.HTTPStatus}
+
+
+class FastAccessLog:
+    """What the node's HTTP protocol logs each request through instead of the `uvicorn.access`
+    logger: the line uvicorn's `AccessFormatter` makes without colours
+    (`INFO:     <client> - "<method> <path> HTTP/<version>" <status> <phrase>`), redacted like every
+    log line (`redact`), made with one f-string and written with the other lines of the same
+    event-loop turn in one write, from a callback scheduled with the first. Through `logging`, each
+    request cost a record, the filter, a formatter copying the record and a write and flush (~5% of
+    the node's CPU under load). The logger's level is still obeyed."""
+
+    def __init__(self, logger: logging.Logger, stream: TextIO, loop: asyncio.AbstractEventLoop) -> None:
+        self._logger = logger
+        self.stream = stream
+        self.loop = loop
+        self._pending: list[str] = []
+
+    def info(self, msg: str, *args: object) -> None:
+        """Log one request: `args` are uvicorn's (client, method, path, HTTP version, status)."""
+        if not self._logger.isEnabledFor(logging.INFO):
+            return
+        client, method, path, version, status = args
+        code = int(status)  # type: ignore[call-overload]
+        line = f'INFO:     {client} - "{method} {path} HTTP/{version}" {_STATUS.get(code) or f"{code} "}'
+        if not self._pending:
+            self.loop.call_soon(self.flush)
+        self._pending.append(redact(line))
+
+    def flush(self) -> None:
+        """Write the pending lines (a closed stream drops them: the process is ending)."""
+        if not self._pending:
+            return
+        text = "\n".join(self._pending) + "\n"
+        self._pending.clear()
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+_SHARED: dict[tuple[int, int], FastAccessLog] = {}
+
+
+def fast_access_log(logger: logging.Logger, loop: asyncio.AbstractEventLoop) -> FastAccessLog | None:
+    """The `FastAccessLog` of `loop` writing where `logger` writes (one for all the connections of
+    the loop) when its only handler is the one of `log_config()` (a stream handler with uvicorn's
+    access formatter without colours, redacting secrets); None when logging was configured
+    otherwise (the caller keeps `logger`)."""
+    if logger.propagate or len(logger.handlers) != 1:
+        return None
+    handler = logger.handlers[0]
+    if (
+        type(handler) is not logging.StreamHandler
+        or handler.level > logging.INFO
+        or type(handler.formatter) is not AccessFormatter
+        or handler.formatter.use_colors
+        or not any(isinstance(f, RedactSecrets) for f in handler.filters)
+    ):
+        return None
+    key = (id(loop), id(handler))
+    shared = _SHARED.get(key)
+    if shared is None or shared.loop is not loop or shared.stream is not handler.stream:
+        for stale in [k for k, log in _SHARED.items() if log.loop.is_closed()]:
+            del _SHARED[stale]
+        shared = _SHARED[key] = FastAccessLog(logger, handler.stream, loop)
+    return shared

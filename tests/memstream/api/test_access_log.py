@@ -4,7 +4,9 @@ with the node's logging configuration, whose output is read back."""
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
+import logging.config
 from collections.abc import Iterator
 from urllib.parse import quote
 
@@ -14,8 +16,16 @@ import uvicorn
 from fastapi import FastAPI
 
 from memstream.api import access_log
-from memstream.api.access_log import REDACTED, RedactSecrets, log_config, redact
+from memstream.api.access_log import (
+    REDACTED,
+    FastAccessLog,
+    RedactSecrets,
+    fast_access_log,
+    log_config,
+    redact,
+)
 from memstream.embedded.process import free_port
+from memstream.http_protocol import CoalescedHttpToolsProtocol
 
 from .conftest import Keys
 
@@ -58,14 +68,22 @@ def restore_logging() -> Iterator[None]:
 
 
 @pytest.mark.usefixtures("restore_logging")
+@pytest.mark.parametrize("protocol", ["httptools", CoalescedHttpToolsProtocol], ids=["uvicorn", "node"])
 async def test_keys_in_urls_never_reach_the_log(
-    app: FastAPI, keys: Keys, capfd: pytest.CaptureFixture[str]
+    app: FastAPI, keys: Keys, capfd: pytest.CaptureFixture[str], protocol: str | type
 ) -> None:
+    """With uvicorn's own protocol (logging through `logging`) and the node's (`FastAccessLog`)."""
     key = keys.acme["Authorization"].removeprefix("Bearer ")
     port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(
-            app, host="127.0.0.1", port=port, log_level="info", lifespan="off", log_config=log_config()
+            app,
+            host="127.0.0.1",
+            port=port,
+            log_level="info",
+            lifespan="off",
+            log_config=log_config(),
+            http=protocol,
         )
     )
     serving = asyncio.create_task(server.serve())
@@ -118,3 +136,65 @@ def test_lines_that_cannot_hold_a_secret_skip_the_expressions(monkeypatch: pytes
     )
     assert RedactSecrets().filter(record)
     assert record.getMessage() == '127.0.0.1:50000 - "GET /v1/threads/t-1/context HTTP/1.1" 200'
+
+
+REQUESTS = [
+    ("127.0.0.1:50000", "POST", "/v1/threads/t-1/messages", "1.1", 201),
+    ("10.0.0.7:1234", "GET", f"/v1/threads/t1?api_key={KEY}&after=3", "1.1", 400),
+    ("127.0.0.1:50001", "GET", f"/v1/threads/{KEY}/context", "1.0", 404),
+    ("127.0.0.1:50002", "GET", "/x", "1.1", 599),  # no phrase
+]
+
+
+class Chunks(io.StringIO):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.writes.append(text)
+        return super().write(text)
+
+
+@pytest.mark.usefixtures("restore_logging")
+async def test_the_fast_log_writes_what_uvicorns_formatter_writes_in_one_write_per_turn() -> None:
+    logging.config.dictConfig(log_config())
+    logger = logging.getLogger("uvicorn.access")
+    handler = logger.handlers[0]
+    assert isinstance(handler, logging.StreamHandler)
+    through_logging, fast_stream = Chunks(), Chunks()
+    handler.setStream(through_logging)
+    for args in REQUESTS:
+        logger.info('%s - "%s %s HTTP/%s" %d', *args)
+    loop = asyncio.get_running_loop()
+    fast = FastAccessLog(logger, fast_stream, loop)
+    for args in REQUESTS:
+        fast.info('%s - "%s %s HTTP/%s" %d', *args)
+    assert fast_stream.writes == []  # written on the next turn of the loop, all together
+    await asyncio.sleep(0)
+    assert fast_stream.writes == [through_logging.getvalue()]
+    assert KEY not in fast_stream.getvalue() and "api_key=[REDACTED]" in fast_stream.getvalue()
+
+    logger.setLevel(logging.WARNING)  # the logger's level is obeyed
+    fast.info('%s - "%s %s HTTP/%s" %d', *REQUESTS[0])
+    await asyncio.sleep(0)
+    assert len(fast_stream.writes) == 1
+
+
+@pytest.mark.usefixtures("restore_logging")
+async def test_the_fast_log_is_shared_by_a_loop_and_used_only_with_the_nodes_configuration() -> None:
+    logging.config.dictConfig(log_config())
+    logger = logging.getLogger("uvicorn.access")
+    loop = asyncio.get_running_loop()
+    first = fast_access_log(logger, loop)
+    assert first is not None and fast_access_log(logger, loop) is first
+
+    formatter = logger.handlers[0].formatter
+    assert formatter is not None
+    formatter.use_colors = True  # type: ignore[attr-defined]
+    assert fast_access_log(logger, loop) is None
+    formatter.use_colors = False  # type: ignore[attr-defined]
+    logger.addHandler(logging.NullHandler())
+    assert fast_access_log(logger, loop) is None
+    logger.handlers[:] = [logging.StreamHandler()]  # without the redacting filter
+    assert fast_access_log(logger, loop) is None
