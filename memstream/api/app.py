@@ -6,6 +6,7 @@ from fastapi import FastAPI
 
 import memstream
 from memstream.api.deps import ApiDeps
+from memstream.api.docs import install_docs
 from memstream.api.errors import install_error_handlers
 from memstream.api.fast_routes import FastRoutes
 from memstream.api.request_guard import RequestGuard
@@ -67,6 +68,8 @@ def create_app(deps: ApiDeps, *, fast_routes: bool = True) -> FastAPI:
         version=memstream.__version__,
         description=DESCRIPTION,
         openapi_tags=TAGS,
+        docs_url=None,  # served offline by `install_docs`
+        redoc_url=None,
         # FastAPI's native OpenTelemetry asks the global tracer, meter and logger providers on every
         # request whether anyone listens (~4% of the node's CPU under load); memstream configures
         # no OpenTelemetry, so nobody does.
@@ -77,6 +80,7 @@ def create_app(deps: ApiDeps, *, fast_routes: bool = True) -> FastAPI:
         app.add_middleware(FastRoutes, api=app)  # inside RequestGuard (added after it, so outside)
     app.add_middleware(RequestGuard)
     install_error_handlers(app)
+    install_docs(app)
     # Routes are matched in order, each at a cost: the hot ones (appends, contexts) first. No two
     # routers have a path in common, so the order decides nothing else (the docs group by tag).
     app.include_router(messages_router(deps))
