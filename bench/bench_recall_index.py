@@ -9,7 +9,7 @@
 2. Loading: the points go into one `QdrantEdgeIndex` collection in upserts of 1,000 (each
    returns after the shard's flush, as the projection does); throughput in points/s.
 3. Queries: `--queries` recall-shaped queries, one at a time: embed the query, BM25-encode it, and
-   run `hybrid_query` (dense + sparse prefetches, RRF) filtered to one agent (1/20 of the points)
+   run `hybrid_query` (dense + sparse prefetches, DBSF) filtered to one agent (1/20 of the points)
    and one user (shared + that user's private entries), limit 5. Latency p50/p99 of the whole
    (embedding included) and of the index call alone; run again after `optimize()` built the HNSW
    index (the Edge shard does not optimize by itself).

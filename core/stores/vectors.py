@@ -75,7 +75,8 @@ class VectorIndex(Protocol):
         where: IndexFilter,
         limit: int,
     ) -> list[ScoredId]:
-        """Dense + sparse prefetches fused with RRF, filtered by `where`; best first."""
+        """Dense + sparse prefetches fused (DBSF by default, `sinks.qdrant.layout`), filtered by
+        `where`; best first. Scores rank within one answer only (DBSF: about 0..2, may be < 0)."""
         ...
 
     async def close(self) -> None: ...

@@ -4,7 +4,8 @@ Layout: one Edge shard (a directory) per collection under `root` (`settings.qdra
 `edge://DIR`), named by `layout.collection_name`, created on the first upsert with the dense
 vector's size. Each shard is limited to one search thread and one indexing thread (a 2-core box
 also runs the broker, Postgres and the model). Calls into the engine block, so they run in a worker
-thread, one at a time per shard (a lock per shard).
+thread, one at a time per shard (a lock per shard). Hybrid queries fuse by `fusion` (default
+`layout.FUSION`, DBSF).
 
 Durability: `upsert` and `delete` apply the operation (written to the shard's WAL) and then
 `flush()` the shard, so they return only once the change is on disk.
@@ -41,9 +42,11 @@ from sinks.qdrant.generations import (
 from sinks.qdrant.layout import (
     DENSE,
     ENTRY_ID,
+    FUSION,
     KEYWORD_FIELDS,
     RRF_K,
     SPARSE,
+    Fusion,
     collection_name,
     point_id,
     prefetch_limit,
@@ -64,9 +67,10 @@ class _Shard:
 class QdrantEdgeIndex:
     """`VectorIndex` storing each collection as an Edge shard under `root` (module doc)."""
 
-    def __init__(self, root: Path | str, *, search_threads: int = 1) -> None:
+    def __init__(self, root: Path | str, *, search_threads: int = 1, fusion: Fusion = FUSION) -> None:
         self.root = Path(root)
         self.search_threads = search_threads
+        self.fusion = fusion
         self._shards: dict[str, _Shard] = {}
         self._open_lock = threading.Lock()
         self._closed = False
@@ -114,7 +118,8 @@ class QdrantEdgeIndex:
         where: IndexFilter,
         limit: int,
     ) -> list[ScoredId]:
-        """Dense + sparse prefetches fused with RRF under `where`; [] if the collection is empty."""
+        """Dense + sparse prefetches fused by `self.fusion` (`layout`) under `where`, best first;
+        [] if the collection is empty."""
         if limit < 1:
             return []
         flt = edge_filter(where)
@@ -130,7 +135,7 @@ class QdrantEdgeIndex:
         request = qe.QueryRequest(
             limit=limit,
             prefetches=prefetches,
-            query=qe.Fusion.Rrf(k=RRF_K),  # type: ignore[arg-type]  # the stub omits Fusion's variants
+            query=edge_fusion(self.fusion),
             filter=flt,
             with_payload=[ENTRY_ID],
             with_vector=False,
@@ -341,6 +346,11 @@ def _point(point: IndexPoint) -> qe.Point:
         SPARSE: qe.SparseVector(list(point.sparse.indices), list(point.sparse.values)),
     }
     return qe.Point(point_id(point.entry_id), vectors, {**point.payload, ENTRY_ID: point.entry_id})
+
+
+def edge_fusion(fusion: Fusion) -> Any:
+    """The Edge query of `fusion` (typed Any: the stub omits Fusion's variants from the query type)."""
+    return qe.Fusion.Dbsf() if fusion is Fusion.DBSF else qe.Fusion.Rrf(k=RRF_K)
 
 
 def edge_filter(where: IndexFilter) -> qe.Filter:

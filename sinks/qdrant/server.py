@@ -2,9 +2,9 @@
 
 The same layout as the Edge adapter (`layout`): a collection per (environment, account, model),
 named dense vector (cosine) + `sparse` vector with the IDF modifier, keyword payload indexes,
-dense + sparse prefetches fused with RRF, the same visibility filter. Collections are created on
-the first upsert (a concurrent creator is fine). Writes use `wait=True`: the server answers once
-the change is in its WAL.
+dense + sparse prefetches fused by `fusion` (default `layout.FUSION`, DBSF: a server from Qdrant
+1.11 on), the same visibility filter. Collections are created on the first upsert (a concurrent
+creator is fine). Writes use `wait=True`: the server answers once the change is in its WAL.
 
 `QdrantServerIndex(url="http://...")` talks to a server; `QdrantServerIndex(location=":memory:")`
 or `(path=DIR)` runs qdrant-client's local mode (a Python re-implementation, brute force: tests
@@ -42,9 +42,11 @@ from sinks.qdrant.generations import (
 from sinks.qdrant.layout import (
     DENSE,
     ENTRY_ID,
+    FUSION,
     KEYWORD_FIELDS,
     RRF_K,
     SPARSE,
+    Fusion,
     collection_name,
     point_id,
     prefetch_limit,
@@ -64,10 +66,12 @@ class QdrantServerIndex:
         path: str | None = None,
         api_key: str | None = None,
         timeout_s: int = 10,
+        fusion: Fusion = FUSION,
     ) -> None:
         if sum(x is not None for x in (url, location, path)) != 1:
             raise ValueError("give exactly one of url, location or path")
         self.description = url or location or f"path={path}"
+        self.fusion = fusion
         self._client = AsyncQdrantClient(
             url=url,
             location=location,
@@ -138,7 +142,8 @@ class QdrantServerIndex:
         where: IndexFilter,
         limit: int,
     ) -> list[ScoredId]:
-        """Dense + sparse prefetches fused with RRF under `where`; [] if there is no collection."""
+        """Dense + sparse prefetches fused by `self.fusion` (`layout`) under `where`, best first;
+        [] if there is no collection."""
         if limit < 1:
             return []
         name = await self._existing(collection_name(collection))
@@ -154,7 +159,7 @@ class QdrantServerIndex:
             self._client.query_points(
                 name,
                 prefetch=prefetch,
-                query=models.RrfQuery(rrf=models.Rrf(k=RRF_K)),
+                query=server_fusion(self.fusion),
                 query_filter=flt,
                 limit=limit,
                 with_payload=[ENTRY_ID],
@@ -315,6 +320,13 @@ class QdrantServerIndex:
 def _name(collection: CollectionRef, generation: str | None) -> str:
     """The live name (an alias after a rebuild) or a staging generation's collection name."""
     return collection_name(collection) if generation is None else generation_name(collection, generation)
+
+
+def server_fusion(fusion: Fusion) -> models.FusionQuery | models.RrfQuery:
+    """The qdrant-client query of `fusion`."""
+    if fusion is Fusion.DBSF:
+        return models.FusionQuery(fusion=models.Fusion.DBSF)
+    return models.RrfQuery(rrf=models.Rrf(k=RRF_K))
 
 
 def server_filter(where: IndexFilter) -> models.Filter:

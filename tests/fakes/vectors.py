@@ -5,8 +5,9 @@ collections are separate per (environment, account, model); upserts replace by e
 deletes of unknown ids or collections are fine; a query sees only `where`'s agent, its shared
 entries plus the user's private ones, and `where.category` when given. Ranking is the adapters'
 shape, simplified: a dense prefetch (cosine) and a sparse prefetch (dot product, points sharing a
-term only) of `max(50, 4 * limit)` candidates each, fused with RRF (k = 60); the contract asserts
-membership and the order of clear winners, not scores.
+term only) of `max(50, 4 * limit)` candidates each, fused with DBSF like the adapters'
+default (`sinks.qdrant.layout`: each list's scores mapped by its mean +- 3 sample sd, summed);
+the contract asserts membership and the order of clear winners, not scores.
 
 `collections` may be shared by several instances: the same data opened again. After `close`,
 every call raises IndexUnavailable (like an index that was closed).
@@ -20,8 +21,6 @@ from collections.abc import Sequence
 from core.embeddings.base import SparseVector
 from core.stores.vectors import CollectionRef, IndexFilter, IndexPoint, IndexUnavailable, ScoredId
 
-RRF_K = 60
-
 Collections = dict[CollectionRef, dict[str, IndexPoint]]
 
 
@@ -33,6 +32,17 @@ def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
 def _dot(a: SparseVector, b: SparseVector) -> float:
     weights = dict(zip(a.indices, a.values, strict=True))
     return sum(weights.get(i, 0.0) * v for i, v in zip(b.indices, b.values, strict=True))
+
+
+def _distribution_normalised(scored: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """DBSF's per-list step: `(s - (mean - 3 sd)) / (6 sd)`, 0.5 for a lone or all-equal list."""
+    if len(scored) < 2:
+        return [(entry_id, 0.5) for entry_id, _ in scored]
+    mean = sum(score for _, score in scored) / len(scored)
+    sd = math.sqrt(sum((score - mean) ** 2 for _, score in scored) / (len(scored) - 1))
+    if sd == 0:
+        return [(entry_id, 0.5) for entry_id, _ in scored]
+    return [(entry_id, (score - mean + 3 * sd) / (6 * sd)) for entry_id, score in scored]
 
 
 def visible(point: IndexPoint, where: IndexFilter) -> bool:
@@ -87,13 +97,16 @@ class InMemoryVectorIndex:
             return []
         candidates = max(50, 4 * limit)
         seen = [p for p in self.collections.get(collection, {}).values() if visible(p, where)]
-        by_dense = sorted(seen, key=lambda p: -_cosine(dense, p.dense))[:candidates]
-        lexical = [(p, _dot(sparse, p.sparse)) for p in seen]
-        by_sparse = [p for p, score in sorted(lexical, key=lambda ps: -ps[1]) if score > 0][:candidates]
+        semantic = [(p.entry_id, _cosine(dense, p.dense)) for p in seen]
+        dense_scores = sorted(semantic, key=lambda item: -item[1])[:candidates]
+        lexical = [(p.entry_id, _dot(sparse, p.sparse)) for p in seen]
+        sparse_scores = [item for item in sorted(lexical, key=lambda item: -item[1]) if item[1] > 0][
+            :candidates
+        ]
         fused: dict[str, float] = {}
-        for ranking in (by_dense, by_sparse):
-            for rank, point in enumerate(ranking, start=1):
-                fused[point.entry_id] = fused.get(point.entry_id, 0.0) + 1.0 / (RRF_K + rank)
+        for ranking in (dense_scores, sparse_scores):
+            for entry_id, score in _distribution_normalised(ranking):
+                fused[entry_id] = fused.get(entry_id, 0.0) + score
         best = sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:limit]
         return [ScoredId(entry_id=entry_id, score=score) for entry_id, score in best]
 

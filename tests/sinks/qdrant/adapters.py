@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sinks.qdrant.edge import QdrantEdgeIndex
+from sinks.qdrant.layout import FUSION, Fusion
 from sinks.qdrant.server import QdrantServerIndex
 
 KINDS = ["edge", "client-local"]
@@ -14,6 +15,9 @@ KINDS = ["edge", "client-local"]
 Index = QdrantEdgeIndex | QdrantServerIndex
 
 
-def open_adapter(kind: str, root: Path) -> Index:
-    """The `kind` adapter on its directory under `root` (opening it again reopens the same data)."""
-    return QdrantEdgeIndex(root / "edge") if kind == "edge" else QdrantServerIndex(path=str(root / "client"))
+def open_adapter(kind: str, root: Path, fusion: Fusion = FUSION) -> Index:
+    """The `kind` adapter on its directory under `root` (opening it again reopens the same data),
+    fusing hybrid queries by `fusion`."""
+    if kind == "edge":
+        return QdrantEdgeIndex(root / "edge", fusion=fusion)
+    return QdrantServerIndex(path=str(root / "client"), fusion=fusion)
