@@ -11,8 +11,12 @@ When phase 1 fails (index unavailable, any index or embedding error) or phase 2 
 the answer comes from the Postgres full-text search (`keyword_search`) instead; `RecallResult.path`
 says which path answered (`"qdrant"` or `"postgres_fts"`) and `fallback_reason` why.
 
-Final score = path score x (0.8 + importance x 0.2), best first. The returned entries' recall
-counters (count, last recalled) are updated. Expiry is judged by the service's clock.
+Final score = path score x (0.8 + importance x 0.2), best first: the boost is relative, so it
+means the same on either path's scale (the index's fused score, DBSF by default: about 0..2; the
+full-text `ts_rank`: small positive numbers). A negative path score (DBSF: a candidate far below
+its lists' means) is divided by that factor instead, so a higher importance never ranks an entry
+lower. The returned entries' recall counters (count, last recalled) are updated. Expiry is judged
+by the service's clock.
 
 Limit: default `RECALL_DEFAULT_LIMIT` (5), capped at `RECALL_MAX_LIMIT` (20): a larger limit is
 not an error, it answers with at most 20 entries and says so (`RecallResult.limit` is the limit
@@ -97,8 +101,10 @@ def effective_limit(limit: int) -> tuple[int, str | None]:
 
 
 def boosted(score: float, importance: float) -> float:
-    """The final score: score x (0.8 + importance x 0.2)."""
-    return score * (0.8 + importance * 0.2)
+    """The final score: score x (0.8 + importance x 0.2); a negative score is divided by that
+    factor, so the result never falls as importance rises (module doc)."""
+    factor = 0.8 + importance * 0.2
+    return score * factor if score >= 0 else score / factor
 
 
 def rank(scored: Sequence[tuple[MemoryEntry, float]], limit: int) -> list[RecallHit]:

@@ -65,6 +65,19 @@ def test_rank_applies_the_importance_boost() -> None:
     assert rank([(low, 1.0), (high, 1.0)], 1) == [hits[0]._replace(score=1.0)]
 
 
+def test_a_higher_importance_never_ranks_an_entry_lower() -> None:
+    """DBSF scores are not clipped: a candidate far below its lists' means scores below 0, and a
+    plain product would then rank the more important entry lower."""
+    low, high = make_entry("low", importance=0.0), make_entry("high", importance=1.0)
+    hits = rank([(low, -0.2), (high, -0.2)], 5)
+    assert [h.entry.entry_id for h in hits] == ["high", "low"]
+    assert (hits[0].score, hits[1].score) == (pytest.approx(-0.2), pytest.approx(-0.25))
+    for score in (-1.5, -0.01, 0.0, 0.3, 1.8):
+        boosts = [boosted(score, importance / 10) for importance in range(11)]
+        assert boosts == sorted(boosts)
+        assert boosted(score, 0.5) == pytest.approx(score * 0.9 if score >= 0 else score / 0.9)
+
+
 async def test_recall_ranks_by_boosted_index_score(
     service: MemoryService, embedder: OfflineMiniLM, sparse: Bm25Sparse, index: VectorIndex
 ) -> None:
@@ -92,6 +105,37 @@ async def test_recall_ranks_by_boosted_index_score(
     for hit in result.hits:
         assert hit.score == pytest.approx(raw_scores[hit.entry.entry_id] * (0.8 + hit.entry.importance * 0.2))
     assert [h.score for h in result.hits] == sorted((h.score for h in result.hits), reverse=True)
+
+
+async def test_importance_still_lifts_an_entry_the_index_scores_below_zero(
+    service: MemoryService, embedder: OfflineMiniLM, sparse: Bm25Sparse, index: VectorIndex
+) -> None:
+    """Forty entries close to the query and two unrelated ones (same text, importance 0 and 1):
+    DBSF puts the unrelated ones more than 3 sd below the dense list's mean, a score below 0. The
+    key prefix keeps just those two; the important one still comes first."""
+    everyone = scope(None)
+    tea = [await store(service, f"tea.{i}", f"Green tea fact number {i}.", user=None) for i in range(40)]
+    text = "The office cat is called Biscuit."
+    low = await store(service, "odd.low", text, user=None, importance=0.0)
+    high = await store(service, "odd.high", text, user=None, importance=1.0)
+    await project(index, embedder, sparse, [*tea, low, high])
+    raw = await index.hybrid_query(
+        collection(low),
+        (await embedder.embed(["green tea"]))[0],
+        sparse.encode_query("green tea"),
+        IndexFilter(agent_id="bot", user_id=None),
+        80,
+    )
+    raw_scores = {item.entry_id: item.score for item in raw}
+    assert raw_scores[low.entry_id] == pytest.approx(raw_scores[high.entry_id])
+    assert raw_scores[low.entry_id] < 0 < min(raw_scores[e.entry_id] for e in tea)
+
+    result = await recaller_of(service, embedder, sparse, index).recall(
+        everyone, "green tea", limit=20, key_prefix="odd."
+    )
+    assert result.path == "qdrant"
+    assert [hit.entry.entry_id for hit in result.hits] == [high.entry_id, low.entry_id]
+    assert result.hits[0].score > result.hits[1].score
 
 
 async def test_limit_default_cap_and_bounds(
