@@ -153,6 +153,12 @@ class Settings(BaseSettings):
         "others run in `memstream worker` processes. `memstream up` sets it to the processors "
         "that must stay in the node and runs the thread-memory ones in one worker",
     )
+    metrics_refresh_s: float = Field(
+        default=15.0,
+        gt=0,
+        description="how often the node reads the figures of /metrics that live outside it (every "
+        "processor's consumer lag, dead letters, summaries written, relay lag)",
+    )
     worker_nice: int = Field(
         default=10,
         ge=0,

@@ -36,6 +36,7 @@ from core.inputs import check_text
 from core.memory.checks import check_key_prefix
 from core.memory.models import CATEGORIES, RECALL_DEFAULT_LIMIT, RECALL_MAX_LIMIT, MemoryEntry, MemoryScope
 from core.memory.reads import ScoredEntry
+from core.metrics import MEMORY_RECALLS, child
 from core.stores.vectors import CollectionRef, IndexFilter, VectorIndex
 
 log = logging.getLogger("memstream.memory.recall")
@@ -170,6 +171,7 @@ class Recaller:
             result = RecallResult(hits=hits, path="postgres_fts", fallback_reason=reason)
         if result.hits:
             await self._service.record_recall(scope, [hit.entry.entry_id for hit in result.hits])
+        child(MEMORY_RECALLS, result.path).inc()
         return result._replace(limit=limit, note=note)
 
     async def _from_index(

@@ -10,6 +10,7 @@ from memstream.api.docs import install_docs
 from memstream.api.errors import install_error_handlers
 from memstream.api.fast_routes import FastRoutes
 from memstream.api.request_guard import RequestGuard
+from memstream.api.request_metrics import RequestMetrics
 from memstream.api.routes.agents import agents_router
 from memstream.api.routes.context import context_router
 from memstream.api.routes.health import health_router
@@ -79,6 +80,7 @@ def create_app(deps: ApiDeps, *, fast_routes: bool = True) -> FastAPI:
     if fast_routes:
         app.add_middleware(FastRoutes, api=app)  # inside RequestGuard (added after it, so outside)
     app.add_middleware(RequestGuard)
+    app.add_middleware(RequestMetrics)  # outermost: times everything the guard and routes do
     install_error_handlers(app)
     install_docs(app)
     # Routes are matched in order, each at a cost: the hot ones (appends, contexts) first. No two

@@ -22,7 +22,8 @@ exception no handler takes (other than `Exception`'s) propagates as from the app
 The routes are found in the application by method and path when the middleware is built (and
 once by `create_app`), and their shapes are checked then: `RuntimeError` when a route changed
 (another dependency, parameter or response class), so that the fast path is adapted with it.
-OpenAPI is generated from the FastAPI routes, as before.
+OpenAPI is generated from the FastAPI routes, as before. A request answered here names its
+route template in the scope for `memstream.api.request_metrics`.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.ids import ID
 from memstream.api.request_guard import PARSED_BODY
+from memstream.api.request_metrics import ROUTE
 from memstream.api.security import ApiKeyBearer
 
 PREFIX = "/v1/threads/"
@@ -147,6 +149,7 @@ class FastRoutes:
                         if await self._append(scope, receive, send, thread_id):
                             return
                     elif tail == "context" and method == "GET":
+                        scope[ROUTE] = CONTEXT[1]
                         values = {"thread_id": thread_id, "as_subagent": False}
                         await self._serve(self.context, values, scope, receive, send)
                         return
@@ -165,6 +168,7 @@ class FastRoutes:
             return False
         if errors:
             return False
+        scope[ROUTE] = APPEND[1]
         await self._serve(self.append, {"thread_id": thread_id, "body": body}, scope, receive, send)
         return True
 

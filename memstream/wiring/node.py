@@ -13,6 +13,7 @@ no server and starts no task: `Node.tasks` starts the components, `Node.close` r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 from collections.abc import Sequence
@@ -24,18 +25,22 @@ from fastapi import FastAPI
 from core.config import Settings
 from core.memory.clock import utc_now
 from core.memory.hygiene import run_daily
+from core.metrics import REGISTRY
 from core.stores.transcripts import TranscriptUnavailable
 from core.transcripts.tools import JournalTools
 from memstream.api.app import create_app
 from memstream.api.deps import MemoryDeps
 from memstream.api.routes.admin import AdminDeps, Rebuilder, admin_router
+from memstream.api.routes.metrics import metrics_router
 from memstream.engines import Engines
 from memstream.fencing import watch_fence
+from memstream.metrics import NodeFigures
 from memstream.ops.progress import ProgressCallback
 from memstream.ops.rebuild import rebuild_clickhouse, rebuild_qdrant
 from memstream.ops.topic_restart import ConsumerRestart
 from memstream.wiring.api import build_api_deps, build_memory_deps
 from memstream.wiring.processors import (
+    SOURCES,
     build_recovery,
     consumers_of,
     create_processor,
@@ -43,6 +48,7 @@ from memstream.wiring.processors import (
 )
 from processors.compaction_recovery import CompactionRecovery
 from sinks.objectstore.health import ObjectStoreProbe
+from sinks.postgres.compactions import compaction_totals
 from sinks.postgres.invalidation import PostgresInvalidations
 from sinks.postgres.outbox import PostgresEntriesOutbox
 from sinks.postgres.progress import PostgresProgress
@@ -76,6 +82,7 @@ class Node:
     summary_cache: RedisSummaryCache
     memory: MemoryDeps
     invalidations: PostgresInvalidations
+    figures: NodeFigures
 
     def tasks(self, stop: asyncio.Event) -> list[asyncio.Task[None]]:
         """Start every component except the API; each runs until `stop` is set (or it fails)."""
@@ -90,10 +97,13 @@ class Node:
             ),
             asyncio.create_task(watch_fence(self.journal, stop), name="fence-watch"),
             asyncio.create_task(self.invalidations.run(stop), name="cache-invalidation"),
+            asyncio.create_task(self.figures.run(stop), name="metrics"),
         ]
 
     async def close(self) -> None:
         """Close the relays' producers, the engines and the summary cache (after the tasks ended)."""
+        with contextlib.suppress(KeyError):
+            REGISTRY.unregister(self.figures)
         await self.relay.close()
         await self.entries_relay.close()
         await self.engines.close()
@@ -185,6 +195,15 @@ async def build_node(
             )
         )
     )
+    app.include_router(metrics_router(admin_token, settings))
+
+    async def relay_lag() -> int:
+        return (await relay.lag()).lag
+
+    figures = NodeFigures(
+        settings, SOURCES, relay_lag=relay_lag, totals=lambda: compaction_totals(pool, settings.environment)
+    )
+    REGISTRY.register(figures)  # unregistered by `close`
     return Node(
         settings=settings,
         journal=journal,
@@ -198,6 +217,7 @@ async def build_node(
         summary_cache=summary_cache,
         memory=memory,
         invalidations=invalidations,
+        figures=figures,
     )
 
 

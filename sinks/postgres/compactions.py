@@ -191,3 +191,17 @@ class PostgresSummaryVersions:
             thread.thread_id,
             version,
         )
+
+
+async def compaction_totals(pool: asyncpg.Pool, environment: str) -> tuple[int, int]:
+    """(summaries written, compactions in flight) in `environment`: the sum of the threads'
+    summary versions (each summary raises its thread's version by one) and the threads with a
+    request open. One scan of `thread_compactions` (for `/metrics`, a few times a minute)."""
+    row = await pool.fetchrow(
+        """SELECT coalesce(sum(summary_version), 0) AS summaries,
+                  count(*) FILTER (WHERE request IS NOT NULL) AS open
+           FROM thread_compactions WHERE environment = $1""",
+        environment,
+    )
+    assert row is not None
+    return int(row["summaries"]), int(row["open"])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -30,6 +31,7 @@ from slatedb.uniffi import Db, WriteBatch
 from core.errors import Conflict, JournalUnavailable, MemstreamError
 from core.journal.append_rules import check_retry
 from core.journal.models import Message, NewMessage, ThreadRef
+from core.metrics import JOURNAL_APPEND_DURATION, JOURNAL_GROUP_MESSAGES, MESSAGES_APPENDED, child
 from sinks.slatedb import keys
 from sinks.slatedb.binding import ALL, DURABLE_DESC, LATEST_DESC, get_all
 from sinks.slatedb.recent import RecentMessages
@@ -145,11 +147,14 @@ class GroupCommit:
     ) -> list[Message]:
         """Queue one append and wait until it is durable (or failed)."""
         future: asyncio.Future[list[Message]] = asyncio.get_running_loop().create_future()
+        started = time.perf_counter()
         self._pending.append(_Request(thread, agent_id, user_id, items, future))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._run_writer(), name=f"journal-writer {self._url}")
         self._wake.set()
-        return await future
+        messages = await future
+        JOURNAL_APPEND_DURATION.observe(time.perf_counter() - started)
+        return messages
 
     def fence(self) -> None:
         """Another writer took the journal: fail everything queued; the writer task ends."""
@@ -244,6 +249,7 @@ class GroupCommit:
         self.windows.add(plan.written)
         self._appends += len(group)
         self._messages += plan.new_messages
+        _count_written(plan.written)
         for request, outcome in plan.outcomes:
             _settle(request.future, outcome)
         for listener in self._listeners:
@@ -385,6 +391,23 @@ def _existing(
     if message is None:
         message = stored.get(id_key)
     return None if message is None else check_retry(item.new, message, thread.thread_id)
+
+
+def _count_written(written: list[tuple[Message, int]]) -> None:
+    """The metrics of one durable write: its size, and its messages per account."""
+    if not written:
+        return
+    JOURNAL_GROUP_MESSAGES.observe(len(written))
+    first = written[0][0]
+    if all(m.account_id == first.account_id and m.environment == first.environment for m, _ in written):
+        child(MESSAGES_APPENDED, first.environment, first.account_id).inc(len(written))
+        return
+    counts: dict[tuple[str, str], int] = {}
+    for message, _ in written:
+        scope = (message.environment, message.account_id)
+        counts[scope] = counts.get(scope, 0) + 1
+    for (environment, account), n in counts.items():
+        child(MESSAGES_APPENDED, environment, account).inc(n)
 
 
 def _settle(future: asyncio.Future[list[Message]], outcome: list[Message] | BaseException) -> None:

@@ -205,17 +205,24 @@ class Exclusive:
         return f"a {kind} is already running on this node: wait for it to finish"
 
 
-def admin_router(deps: AdminDeps) -> APIRouter:
+def admin_authorization(token: str, settings: Settings) -> Callable[..., Awaitable[None]]:
+    """The dependency of the routes that need the node's admin token (`Authorization: Bearer`)."""
+
     async def authorized(
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     ) -> None:
         given = credentials.credentials if credentials is not None else ""
-        if not given or not secrets.compare_digest(given.encode(), deps.token.encode()):
+        if not given or not secrets.compare_digest(given.encode(), token.encode()):
             raise Unauthorized(
                 "the admin API needs `Authorization: Bearer <admin token>` (settings.admin_token, or the "
-                f"token the node wrote to {deps.settings.admin_token_path})"
+                f"token the node wrote to {settings.admin_token_path})"
             )
 
+    return authorized
+
+
+def admin_router(deps: AdminDeps) -> APIRouter:
+    authorized = admin_authorization(deps.token, deps.settings)
     router = APIRouter(prefix="/admin/v1", tags=["admin"], dependencies=[Depends(authorized)])
     exclusive = Exclusive()
 

@@ -1,0 +1,171 @@
+"""The figures of `/metrics` that live outside the node's process, read in the background and
+served from memory when scraped (`NodeFigures`, a prometheus_client collector of
+`core.metrics.REGISTRY`); the rest is recorded where it happens (`core.metrics`).
+
+Every `settings.metrics_refresh_s` one pass reads:
+- `memstream_processor_lag_messages{processor}`: each registered processor's consumer lag (end
+  offsets minus its group's committed offsets, summed over its source topics' partitions), also
+  of the processors a worker runs (they commit to the same broker);
+- `memstream_dead_letter_records{processor}`: records in each processor's dead-letter topic;
+- `memstream_summaries_written_total` and `memstream_compactions_in_flight` (Postgres,
+  `thread_compactions`), `memstream_relay_lag_messages` (durable journal seqs not yet confirmed on
+  `journal.messages`);
+- `memstream_metrics_refresh_age_seconds`: how old these figures are.
+A figure whose read failed (broker or Postgres away, a topic missing) is left out of the scrape
+until a pass reads it again (Prometheus shows the gap), and the failure is logged once per cause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from core.config import Settings
+from memstream.ops.replay import GroupOffsets, total_lag
+from streams.runtime.processor import group_id
+from streams.topics import dlq_topic, topic_name
+
+log = logging.getLogger("memstream.metrics")
+
+
+@dataclass
+class Figures:
+    lag: dict[str, int] = field(default_factory=dict)
+    dead_letters: dict[str, int] = field(default_factory=dict)
+    summaries: int | None = None
+    in_flight: int | None = None
+    relay_lag: int | None = None
+    refreshed_at: float | None = None
+
+
+class NodeFigures(Collector):
+    """Reads the figures (module doc) with `refresh()`, every `settings.metrics_refresh_s` in
+    `run(stop)`, and hands the last ones to Prometheus in `collect()`.
+
+    `sources` maps each processor to its source topics (unprefixed); `relay_lag` and `totals`
+    (summaries written, compactions in flight) are read from the node's relay and Postgres.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        sources: Mapping[str, Sequence[str]],
+        *,
+        relay_lag: Callable[[], Awaitable[int]],
+        totals: Callable[[], Awaitable[tuple[int, int]]],
+        offsets: Callable[[], GroupOffsets] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.sources = {name: tuple(topics) for name, topics in sorted(sources.items())}
+        self._relay_lag = relay_lag
+        self._totals = totals
+        self._offsets_factory = offsets or (lambda: GroupOffsets(settings.broker_bootstrap, timeout_s=5.0))
+        self._offsets: GroupOffsets | None = None
+        self.figures = Figures()
+        self._logged: set[str] = set()
+
+    # ---- reading ----------------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Refresh until `stop` is set."""
+        while not stop.is_set():
+            await self.refresh()
+            try:
+                await asyncio.wait_for(stop.wait(), self.settings.metrics_refresh_s)
+            except TimeoutError:
+                pass
+
+    async def refresh(self) -> None:
+        """One pass: every figure read again (a failed one is left out, module doc)."""
+        figures = Figures()
+        try:
+            figures.relay_lag = await self._relay_lag()
+        except Exception as exc:
+            self._failed("the relay's lag", exc)
+        try:
+            figures.summaries, figures.in_flight = await self._totals()
+        except Exception as exc:
+            self._failed("the compaction totals", exc)
+        figures.lag, figures.dead_letters = await asyncio.to_thread(self._broker_figures)
+        figures.refreshed_at = time.monotonic()
+        self.figures = figures
+
+    def _broker_figures(self) -> tuple[dict[str, int], dict[str, int]]:
+        lag: dict[str, int] = {}
+        dead: dict[str, int] = {}
+        if self._offsets is None:
+            self._offsets = self._offsets_factory()
+        offsets = self._offsets
+        for name, topics in self.sources.items():
+            try:
+                broker_topics = [topic_name(self.settings, t) for t in topics]
+                lag[name] = total_lag(offsets.lag(group_id(name, self.settings), broker_topics))
+            except Exception as exc:
+                self._failed(f"the consumer lag of {name}", exc)
+            try:
+                tps = offsets.partitions([topic_name(self.settings, dlq_topic(name).name)])
+                ends, starts = offsets.end_offsets(tps), offsets.earliest(tps)
+                dead[name] = sum(max(0, ends[tp] - starts[tp]) for tp in tps)
+            except Exception as exc:
+                self._failed(f"the dead letters of {name}", exc)
+        return lag, dead
+
+    def _failed(self, what: str, exc: Exception) -> None:
+        cause = f"{what}: {exc}"
+        if cause not in self._logged:
+            self._logged.add(cause)
+            log.warning("/metrics cannot read %s (left out until it can)", cause)
+
+    # ---- serving ----------------------------------------------------------------------------------
+
+    def collect(self) -> Iterator[Metric]:
+        f = self.figures
+        lag = GaugeMetricFamily(
+            "memstream_processor_lag_messages",
+            "Records of a processor's source topics its consumer group has not committed yet.",
+            labels=["processor"],
+        )
+        for name, value in f.lag.items():
+            lag.add_metric([name], value)
+        yield lag
+        dead = GaugeMetricFamily(
+            "memstream_dead_letter_records",
+            "Records in a processor's dead-letter topic (dlq.<processor>).",
+            labels=["processor"],
+        )
+        for name, value in f.dead_letters.items():
+            dead.add_metric([name], value)
+        yield dead
+        if f.summaries is not None:
+            yield CounterMetricFamily(
+                "memstream_summaries_written",
+                "Thread summaries written (the sum of the threads' summary versions).",
+                value=f.summaries,
+            )
+        if f.in_flight is not None:
+            yield GaugeMetricFamily(
+                "memstream_compactions_in_flight",
+                "Threads with a compaction (flush, then summary) requested and not finished.",
+                value=f.in_flight,
+            )
+        if f.relay_lag is not None:
+            yield GaugeMetricFamily(
+                "memstream_relay_lag_messages",
+                "Durable journal messages not yet confirmed on journal.messages.",
+                value=f.relay_lag,
+            )
+        if f.refreshed_at is not None:
+            yield GaugeMetricFamily(
+                "memstream_metrics_refresh_age_seconds",
+                "How old the figures read in the background are.",
+                value=time.monotonic() - f.refreshed_at,
+            )
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())  # names vary with what was read: not checked for clashes at registration
