@@ -65,6 +65,24 @@ class CachedThreads:
             self.cache.put(scope, thread, ticket=ticket, ttl_s=self.ttl_s)
         return thread
 
+    async def list_threads(
+        self,
+        environment: str,
+        account_id: str,
+        *,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        after: str | None = None,
+        limit: int,
+    ) -> list[Thread]:
+        """Always from the store (pages are not cached)."""
+        return await self.store.list_threads(
+            environment, account_id, agent_id=agent_id, user_id=user_id, after=after, limit=limit
+        )
+
+    async def agent_ids(self, environment: str, account_id: str) -> list[str]:
+        return await self.store.agent_ids(environment, account_id)
+
     async def upsert(
         self,
         environment: str,

@@ -23,7 +23,7 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -35,11 +35,19 @@ from core.journal.models import Message, NewMessage, ThreadRef
 from core.stores.journal import Journal
 
 MAX_WINDOW_MESSAGES = 20
+DEFAULT_LIST_LIMIT = 50
+MAX_LIST_LIMIT = 500
 MAX_METADATA_BYTES = 64 * 1024
 MAX_METADATA_DEPTH = 32
 WINDOW_FIELD = "metadata.config.max_working_memory_messages"
 
 T = TypeVar("T")
+
+
+class ThreadPage(NamedTuple):
+    threads: list[Thread]
+    next_cursor: str | None
+    """The last thread id of this page when more follow (pass it as `cursor`); None on the last page."""
 
 
 class Thread(BaseModel):
@@ -189,6 +197,24 @@ class ThreadStore(Protocol):
         """
         ...
 
+    async def list_threads(
+        self,
+        environment: str,
+        account_id: str,
+        *,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        after: str | None = None,
+        limit: int,
+    ) -> list[Thread]:
+        """The account's threads by thread_id, those after `after` (exclusive), at most `limit`;
+        only `agent_id`'s and `user_id`'s when given."""
+        ...
+
+    async def agent_ids(self, environment: str, account_id: str) -> list[str]:
+        """The distinct agents of the account's threads, sorted."""
+        ...
+
     async def update_metadata(
         self,
         environment: str,
@@ -222,6 +248,38 @@ class ThreadService:
     def __init__(self, store: ThreadStore, journal: Journal) -> None:
         self._store = store
         self._journal = journal
+
+    async def list_threads(
+        self,
+        principal: Principal,
+        *,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        cursor: str | None = None,
+        limit: int = DEFAULT_LIST_LIMIT,
+    ) -> ThreadPage:
+        """A page of the caller's account's threads, by thread_id: `limit` (1..MAX_LIST_LIMIT) after
+        the thread id `cursor` (a page's `next_cursor`), only `agent_id`'s and `user_id`'s when
+        given. InvalidInput on a bad id or limit."""
+        for value, field in ((agent_id, "agent_id"), (user_id, "user_id"), (cursor, "cursor")):
+            if value is not None:
+                require_id(value, field)
+        if not 1 <= limit <= MAX_LIST_LIMIT:
+            raise InvalidInput(f"limit must be 1-{MAX_LIST_LIMIT}, not {limit}", field="limit")
+        found = await self._store.list_threads(
+            principal.environment,
+            principal.account_id,
+            agent_id=agent_id,
+            user_id=user_id,
+            after=cursor,
+            limit=limit + 1,  # one more: is there a next page?
+        )
+        page = found[:limit]
+        return ThreadPage(page, page[-1].thread_id if len(found) > limit else None)
+
+    async def agent_ids(self, principal: Principal) -> list[str]:
+        """The agents of the caller's account's threads, sorted."""
+        return await self._store.agent_ids(principal.environment, principal.account_id)
 
     async def get(self, principal: Principal, thread_id: str) -> Thread:
         """The caller's thread; NotFound when the caller's account has none with this id."""

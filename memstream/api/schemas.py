@@ -141,6 +141,11 @@ class AppendResponse(BaseModel):
     messages: list[Message] = Field(description="the stored messages, durable, with offsets and seqs")
 
 
+class ThreadsPage(BaseModel):
+    threads: list[ThreadResponse]
+    next_cursor: str | None = Field(description="pass as `cursor` for the next page; null on the last page")
+
+
 class MessagesPage(BaseModel):
     thread_id: str
     messages: list[Message]
@@ -204,6 +209,12 @@ class AgentResponse(BaseModel):
     tools: list[str] = Field(
         description="names of the tools offered to the agent: those of its bindings, and the journal "
         "tools (no binding needed; agent surfaces only)"
+    )
+
+
+class AgentsResponse(BaseModel):
+    agents: list[AgentResponse] = Field(
+        description="the account's agents: those with threads and those with bindings, by agent_id"
     )
 
 

@@ -98,6 +98,40 @@ class PostgresThreadStore:
                 )
             yield _thread(row)
 
+    async def list_threads(
+        self,
+        environment: str,
+        account_id: str,
+        *,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        after: str | None = None,
+        limit: int,
+    ) -> list[Thread]:
+        rows = await self._pool.fetch(
+            f"""SELECT {_COLUMNS} FROM threads
+                WHERE environment = $1 AND account_id = $2
+                  AND ($3::text IS NULL OR agent_id = $3) AND ($4::text IS NULL OR user_id = $4)
+                  AND ($5::text IS NULL OR thread_id > $5)
+                ORDER BY thread_id LIMIT $6""",
+            environment,
+            account_id,
+            agent_id,
+            user_id,
+            after,
+            limit,
+        )
+        return [_thread(row) for row in rows]
+
+    async def agent_ids(self, environment: str, account_id: str) -> list[str]:
+        rows = await self._pool.fetch(
+            "SELECT DISTINCT agent_id FROM threads WHERE environment = $1 AND account_id = $2 "
+            "ORDER BY agent_id",
+            environment,
+            account_id,
+        )
+        return [row["agent_id"] for row in rows]
+
     async def update_metadata(
         self,
         environment: str,

@@ -55,6 +55,41 @@ class InMemoryThreadStore:
         thread = self.threads.get((environment, account_id, thread_id))
         return None if thread is None else thread.model_copy(deep=True)
 
+    async def list_threads(
+        self,
+        environment: str,
+        account_id: str,
+        *,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        after: str | None = None,
+        limit: int,
+    ) -> list[Thread]:
+        found = sorted(
+            (
+                t
+                for (env, account, _), t in self.threads.items()
+                if (env, account) == (environment, account_id)
+            ),
+            key=lambda t: t.thread_id,
+        )
+        return [
+            t.model_copy(deep=True)
+            for t in found
+            if (agent_id is None or t.agent_id == agent_id)
+            and (user_id is None or t.user_id == user_id)
+            and (after is None or t.thread_id > after)
+        ][:limit]
+
+    async def agent_ids(self, environment: str, account_id: str) -> list[str]:
+        return sorted(
+            {
+                t.agent_id
+                for (env, account, _), t in self.threads.items()
+                if (env, account) == (environment, account_id)
+            }
+        )
+
     async def upsert(
         self,
         environment: str,

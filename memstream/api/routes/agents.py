@@ -32,6 +32,7 @@ from memstream.api.errors import error_responses
 from memstream.api.request_guard import GuardedRoute
 from memstream.api.schemas import (
     AgentResponse,
+    AgentsResponse,
     InvokeToolRequest,
     InvokeToolResponse,
     PutAgentRequest,
@@ -94,6 +95,20 @@ def agents_router(deps: ApiDeps, memory: MemoryDeps | None) -> APIRouter:
         return AgentResponse(
             agent_id=agent_id, capabilities=names, tools=[t.function.name for t in offered(caller, names)]
         )
+
+    @router.get(
+        "",
+        response_model=AgentsResponse,
+        summary="List the account's agents",
+        responses=error_responses(401),
+    )
+    async def list_agents(caller: Caller) -> AgentsResponse:
+        """Every agent of the caller's account that has a thread or a binding, with its capabilities
+        and the tools offered to it."""
+        records = {r.agent_id: r for r in await agents.list(caller.environment, caller.account_id)}
+        names = sorted(set(records) | set(await deps.threads.agent_ids(caller)))
+        bound = {name: records[name].capabilities if name in records else frozenset() for name in names}
+        return AgentsResponse(agents=[agent_response(caller, name, bound[name]) for name in names])
 
     @router.put(
         "/{agent_id}",

@@ -1,15 +1,18 @@
-"""`/v1/threads/{thread_id}`: create/replace (PUT), read (GET), merge metadata (PATCH)."""
+"""`/v1/threads`: list (GET); `/v1/threads/{thread_id}`: create/replace (PUT), read (GET), merge
+metadata (PATCH)."""
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Response, status
+from fastapi import APIRouter, Depends, Query, Response, status
 
 from core.auth import Principal
+from core.journal.models import ID_PATTERN, Id
+from core.threads import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
 from memstream.api.deps import ApiDeps
 from memstream.api.errors import error_responses
 from memstream.api.request_guard import GuardedRoute
 from memstream.api.routes.params import ThreadIdPath
-from memstream.api.schemas import PatchThreadRequest, PutThreadRequest, ThreadResponse
+from memstream.api.schemas import PatchThreadRequest, PutThreadRequest, ThreadResponse, ThreadsPage
 from memstream.api.security import principal_dependency
 
 
@@ -18,6 +21,28 @@ def threads_router(deps: ApiDeps) -> APIRouter:
     # Local alias: route modules do not use `from __future__ import annotations`, because FastAPI
     # must resolve this closure-local annotation at runtime.
     Caller = Annotated[Principal, Depends(principal_dependency(deps))]
+
+    IdQuery = Annotated[Id | None, Query(json_schema_extra={"pattern": ID_PATTERN})]
+
+    @router.get(
+        "",
+        response_model=ThreadsPage,
+        summary="List the account's threads",
+        responses=error_responses(401, 422),
+    )
+    async def list_threads(
+        caller: Caller,
+        agent_id: IdQuery = None,
+        user_id: IdQuery = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = DEFAULT_LIST_LIMIT,
+        cursor: IdQuery = None,
+    ) -> ThreadsPage:
+        """The caller's account's threads in the order of their ids, only `agent_id`'s and
+        `user_id`'s when given; pass `next_cursor` back as `cursor` for the next page."""
+        page = await deps.threads.list_threads(
+            caller, agent_id=agent_id, user_id=user_id, cursor=cursor, limit=limit
+        )
+        return ThreadsPage(threads=[ThreadResponse.of(t) for t in page.threads], next_cursor=page.next_cursor)
 
     @router.put(
         "/{thread_id}",

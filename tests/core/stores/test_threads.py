@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from core.errors import InvalidInput
-from core.threads import ThreadStore
+from core.threads import Thread, ThreadStore
 from sinks.postgres.threads import PostgresThreadStore
 from tests.fakes.threads import InMemoryThreadStore
 
@@ -133,3 +133,23 @@ async def test_update_metadata_is_atomic_and_validated(store: ThreadStore) -> No
     thread = await store.get("test", "acme", "t1")
     assert thread is not None and thread.metadata == {"n": 10}
     assert thread.updated_at > original.updated_at and thread.created_at == original.created_at
+
+
+async def test_list_threads_pages_by_id_within_one_account_and_filters(store: ThreadStore) -> None:
+    for tid, agent, user in [("t3", "a1", "u1"), ("t1", "a1", None), ("t2", "a2", "u1"), ("t4", "a1", "u2")]:
+        await store.upsert("prod", "acme", tid, agent, user, {})
+    await store.upsert("prod", "other", "t0", "a1", "u1", {})  # another account
+    await store.upsert("dev", "acme", "t0", "a1", "u1", {})  # another environment
+
+    def ids(threads: list[Thread]) -> list[str]:
+        return [t.thread_id for t in threads]
+
+    assert ids(await store.list_threads("prod", "acme", limit=10)) == ["t1", "t2", "t3", "t4"]
+    assert ids(await store.list_threads("prod", "acme", limit=2)) == ["t1", "t2"]
+    assert ids(await store.list_threads("prod", "acme", after="t2", limit=10)) == ["t3", "t4"]
+    assert ids(await store.list_threads("prod", "acme", agent_id="a1", limit=10)) == ["t1", "t3", "t4"]
+    assert ids(await store.list_threads("prod", "acme", user_id="u1", limit=10)) == ["t2", "t3"]
+    assert ids(await store.list_threads("prod", "acme", agent_id="a1", user_id="u1", limit=10)) == ["t3"]
+    assert await store.list_threads("prod", "nobody", limit=10) == []
+    assert await store.agent_ids("prod", "acme") == ["a1", "a2"]
+    assert await store.agent_ids("prod", "nobody") == []

@@ -199,3 +199,21 @@ async def test_context_pins_memory_and_a_subagent_inherits_only_that(
     assert (child["metadata"]["window_messages"], child["metadata"]["pinned_count"]) == (0, 1)
     foreign = await memory_client.get("/v1/threads/t1/context?as_subagent=true", headers=keys.globex)
     assert foreign.status_code == 404
+
+
+async def test_list_agents_names_those_with_threads_or_bindings_of_the_callers_account(
+    memory_client: httpx.AsyncClient, keys: Keys
+) -> None:
+    assert (await bind(memory_client, keys.acme, "memory")).status_code == 200  # "bot", no thread
+    put = await memory_client.put("/v1/threads/t-a", json={"agent_id": "helper"}, headers=keys.acme)
+    assert put.status_code == 201
+    assert (
+        await memory_client.put("/v1/threads/t-g", json={"agent_id": "spy"}, headers=keys.globex)
+    ).status_code == 201
+
+    agents = (await memory_client.get("/v1/agents", headers=keys.acme)).json()["agents"]
+    assert [(a["agent_id"], a["capabilities"]) for a in agents] == [("bot", ["memory"]), ("helper", [])]
+    assert "memory_recall" in agents[0]["tools"] and "memory_recall" not in agents[1]["tools"]
+    globex = (await memory_client.get("/v1/agents", headers=keys.globex)).json()["agents"]
+    assert [a["agent_id"] for a in globex] == ["spy"]
+    assert (await memory_client.get("/v1/agents")).status_code == 401

@@ -156,3 +156,32 @@ async def test_malformed_json_is_422(client: httpx.AsyncClient, keys: Keys) -> N
     )
     assert response.status_code == 422
     assert "not valid JSON" in response.json()["error"]["message"]
+
+
+async def test_list_threads_pages_through_the_callers_account_only(
+    client: httpx.AsyncClient, keys: Keys
+) -> None:
+    for i in range(5):
+        body = {"agent_id": "bot" if i % 2 == 0 else "helper", "user_id": f"u{i % 2}"}
+        assert (await client.put(f"/v1/threads/list-{i}", json=body, headers=keys.acme)).status_code == 201
+    assert (
+        await client.put("/v1/threads/list-x", json={"agent_id": "bot"}, headers=keys.globex)
+    ).status_code == 201
+
+    seen: list[str] = []
+    cursor: str | None = None
+    while True:
+        params = {"limit": 2} | ({"cursor": cursor} if cursor else {})
+        page = (await client.get("/v1/threads", params=params, headers=keys.acme)).json()
+        seen += [t["thread_id"] for t in page["threads"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == [f"list-{i}" for i in range(5)]  # globex's thread is not there
+
+    only = await client.get("/v1/threads", params={"agent_id": "helper", "user_id": "u1"}, headers=keys.acme)
+    assert [t["thread_id"] for t in only.json()["threads"]] == ["list-1", "list-3"]
+    assert only.json()["next_cursor"] is None
+    assert (await client.get("/v1/threads", params={"limit": 0}, headers=keys.acme)).status_code == 422
+    assert (await client.get("/v1/threads", params={"agent_id": "a b"}, headers=keys.acme)).status_code == 422
+    assert (await client.get("/v1/threads")).status_code == 401
