@@ -7,26 +7,14 @@ an agent surface only; a caller with an `mcp` key never sees them and calling on
 `unknown_tool`, exactly as for a name that does not exist).
 """
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query
 
 from core.auth import Principal
-from core.errors import Conflict
 from core.journal.models import ID_PATTERN, Id
-from core.memory.agents import AgentRef
-from core.memory.models import MEMORY_CAPABILITY, MemoryScope
-from core.memory.tools import (
-    TOOL_NAMES,
-    MemoryNotBound,
-    ToolContext,
-    ToolSpec,
-    UnknownTool,
-    tools_for,
-)
-from core.stores.transcripts import TranscriptScope
-from core.transcripts.caller import JournalContext
+from memstream.api.agent_tools import AgentTools, agent_ref
 from memstream.api.deps import ApiDeps, MemoryDeps
 from memstream.api.errors import error_responses
 from memstream.api.request_guard import GuardedRoute
@@ -58,42 +46,22 @@ UserIdQuery = Annotated[
 ]
 
 
-def memory_scope(caller: Principal, agent_id: str, user_id: str | None) -> MemoryScope:
-    """The memory scope of a request: the caller's environment and account, the agent, the user."""
-    return MemoryScope(
-        environment=caller.environment, account_id=caller.account_id, agent_id=agent_id, user_id=user_id
-    )
-
-
 def agents_router(deps: ApiDeps, memory: MemoryDeps | None) -> APIRouter:
     """The agent routes over `memory` (None: no memory tools) and `deps.transcripts` (None: no
-    journal tools)."""
+    journal tools); the tools' rules are `AgentTools`'."""
     router = APIRouter(prefix="/v1/agents", tags=["agents"], route_class=GuardedRoute)
     # Local alias: route modules do not use `from __future__ import annotations`, because FastAPI
     # must resolve this closure-local annotation at runtime.
     Caller = Annotated[Principal, Depends(principal_dependency(deps))]
     agents = deps.agents
-    journal = deps.transcripts
-    memory_names: tuple[str, ...] = TOOL_NAMES if memory is not None else ()
-
-    def agent_ref(caller: Principal, agent_id: str) -> AgentRef:
-        return AgentRef(environment=caller.environment, account_id=caller.account_id, agent_id=agent_id)
-
-    async def capabilities(caller: Principal, agent_id: str) -> list[str]:
-        return sorted(await agents.capabilities(agent_ref(caller, agent_id)))
-
-    def offered(caller: Principal, bound: Sequence[str]) -> list[ToolSpec]:
-        """The memory tools when Memory is bound, then the journal tools on an agent surface."""
-        memory_tools = tools_for(bound) if memory is not None else []
-        return memory_tools + (journal.offered(caller) if journal is not None else [])
-
-    def journal_names(caller: Principal) -> tuple[str, ...]:
-        return journal.names_for(caller) if journal is not None else ()
+    tools = AgentTools(agents, deps.threads, memory, deps.transcripts)
 
     def agent_response(caller: Principal, agent_id: str, bound: Iterable[str]) -> AgentResponse:
         names = sorted(bound)
         return AgentResponse(
-            agent_id=agent_id, capabilities=names, tools=[t.function.name for t in offered(caller, names)]
+            agent_id=agent_id,
+            capabilities=names,
+            tools=[t.function.name for t in tools.offered_for(caller, names)],
         )
 
     @router.get(
@@ -131,7 +99,7 @@ def agents_router(deps: ApiDeps, memory: MemoryDeps | None) -> APIRouter:
     )
     async def get_agent(agent_id: AgentIdPath, caller: Caller) -> AgentResponse:
         """The agent's capabilities (empty when nothing was ever bound) and the tools offered to it."""
-        return agent_response(caller, agent_id, await capabilities(caller, agent_id))
+        return agent_response(caller, agent_id, await tools.capabilities(caller, agent_id))
 
     @router.get(
         "/{agent_id}/tools",
@@ -144,7 +112,7 @@ def agents_router(deps: ApiDeps, memory: MemoryDeps | None) -> APIRouter:
         memory tools when `memory` is bound, and the two journal tools (`journal_message_search`,
         `journal_tool_call_view`) for callers on an agent surface, bound or not. A caller whose key
         was issued to an MCP gateway (`surface` `mcp`) is never offered the journal tools."""
-        return ToolsResponse(agent_id=agent_id, tools=offered(caller, await capabilities(caller, agent_id)))
+        return ToolsResponse(agent_id=agent_id, tools=await tools.offered(caller, agent_id))
 
     @router.post(
         "/{agent_id}/tools/{tool_name}",
@@ -169,45 +137,9 @@ def agents_router(deps: ApiDeps, memory: MemoryDeps | None) -> APIRouter:
         user (`user_id`, when also given, must match it: a thread without a user takes none). The
         journal tools search and read only the threads of this agent, and only the user's threads
         when the call acts for a user; a call without a user reads only the threads without one."""
-        journal_tools = journal_names(caller)
-        if tool_name not in memory_names and tool_name not in journal_tools:
-            known = ", ".join(memory_names + journal_tools) or "none"
-            raise UnknownTool(f"no tool {tool_name!r}: the agent tools are {known}")
-        if tool_name in memory_names:
-            bound = await capabilities(caller, agent_id)
-            if MEMORY_CAPABILITY not in bound:
-                raise MemoryNotBound(
-                    f"agent {agent_id!r} has no {MEMORY_CAPABILITY!r} capability binding: bind it with "
-                    f"PUT /v1/agents/{agent_id} before calling {tool_name}"
-                )
-        user_id = body.user_id
-        if body.thread_id is not None:
-            thread = await deps.threads.get(caller, body.thread_id)
-            if thread.agent_id != agent_id:
-                raise Conflict(
-                    f"thread {body.thread_id!r} belongs to agent {thread.agent_id!r}, not {agent_id!r}"
-                )
-            if user_id is not None and user_id != thread.user_id:
-                owner = "has no user" if thread.user_id is None else f"belongs to user {thread.user_id!r}"
-                raise Conflict(
-                    f"thread {body.thread_id!r} {owner}, not {user_id!r}: send the thread's own "
-                    "user_id, or none"
-                )
-            user_id = thread.user_id
-        if tool_name in journal_tools:
-            assert journal is not None
-            scope = TranscriptScope(
-                environment=caller.environment,
-                account_id=caller.account_id,
-                agent_id=agent_id,
-                user_id=user_id,
-            )
-            context = JournalContext(scope=scope, thread_id=body.thread_id)
-            result = await journal.invoke(tool_name, body.arguments, context)
-            return InvokeToolResponse(tool=tool_name, result=result)
-        assert memory is not None
-        tool_context = ToolContext(scope=memory_scope(caller, agent_id, user_id), thread_id=body.thread_id)
-        result = await memory.tools.invoke(tool_name, body.arguments, tool_context)
+        result = await tools.invoke(
+            caller, agent_id, tool_name, body.arguments, user_id=body.user_id, thread_id=body.thread_id
+        )
         return InvokeToolResponse(tool=tool_name, result=result)
 
     return router

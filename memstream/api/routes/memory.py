@@ -16,10 +16,11 @@ from core.auth import Principal
 from core.memory.checks import MAX_LIST_LIMIT
 from core.memory.models import Category, MemoryEntry, Visibility
 from core.memory.reads import EntryPage
+from memstream.api.agent_tools import memory_scope
 from memstream.api.deps import ApiDeps, MemoryDeps
 from memstream.api.errors import error_responses
 from memstream.api.request_guard import GuardedRoute
-from memstream.api.routes.agents import AgentIdPath, UserIdQuery, memory_scope
+from memstream.api.routes.agents import AgentIdPath, UserIdQuery
 from memstream.api.schemas import EditResponse, MemoryPage, PatchMemoryRequest
 from memstream.api.security import principal_dependency
 
