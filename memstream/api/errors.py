@@ -158,15 +158,20 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(exc.status_code, code, message, headers=dict(exc.headers or {}) or None)
 
 
+def postgres_unavailable() -> PostgresUnavailable:
+    """The error a request answers when PostgreSQL cannot be reached (503 `postgres_unavailable`)."""
+    return PostgresUnavailable(
+        f"the database (PostgreSQL) is unavailable; the request did not complete. Retry in "
+        f"{RETRY_AFTER_S} s (appends with the same message_ids); `memstream status` shows whether "
+        "PostgreSQL runs.",
+        retry_after_s=RETRY_AFTER_S,
+    )
+
+
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     if is_postgres_unavailable(exc):
         log.warning("%s %s failed: PostgreSQL is unavailable (%r)", request.method, request.url.path, exc)
-        unavailable = PostgresUnavailable(
-            f"the database (PostgreSQL) is unavailable; the request did not complete. Retry in "
-            f"{RETRY_AFTER_S} s (appends with the same message_ids); `memstream status` shows whether "
-            "PostgreSQL runs.",
-            retry_after_s=RETRY_AFTER_S,
-        )
+        unavailable = postgres_unavailable()
         return error_response(
             503, unavailable.code, unavailable.message, headers={"Retry-After": str(RETRY_AFTER_S)}
         )

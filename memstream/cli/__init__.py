@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from memstream.cli.admin import rebuild, replay, republish, verify
+from memstream.cli.mcp import mcp
 from memstream.cli.settings import load_settings
 
 
@@ -214,5 +215,5 @@ def keys_create(account: str, label: str, surface: str) -> None:
     click.echo(key)
 
 
-for _command in (replay, republish, verify, rebuild):
+for _command in (replay, republish, verify, rebuild, mcp):
     main.add_command(_command)

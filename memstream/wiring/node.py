@@ -5,7 +5,8 @@ by the journal's append listener instead of polling), the topic sync (checked on
 any relay runs; once the processors exist it restarts the consumers of a replaced topic:
 `memstream.ops.topic_restart`), the compaction recovery, the shared engines, agent memory, the
 ClickHouse schema (a server that is down is only logged: the projection creates it later), the
-object-store probe, the processor supervisor and the FastAPI app with the admin router. It opens
+object-store probe, the processor supervisor and the FastAPI app with the admin router and the MCP
+endpoint (`memstream.mcp_server.http`, at `/mcp/{agent_id}`). It opens
 no server and starts no task: `Node.tasks` starts the components, `Node.close` releases what
 `build_node` opened (the pool and the journal belong to the caller).
 """
@@ -34,6 +35,7 @@ from memstream.api.routes.admin import AdminDeps, Rebuilder, admin_router
 from memstream.api.routes.metrics import metrics_router
 from memstream.engines import Engines
 from memstream.fencing import watch_fence
+from memstream.mcp_server.http import MOUNT_PATH, McpEndpoint
 from memstream.metrics import NodeFigures
 from memstream.ops.progress import ProgressCallback
 from memstream.ops.rebuild import rebuild_clickhouse, rebuild_qdrant
@@ -83,6 +85,7 @@ class Node:
     memory: MemoryDeps
     invalidations: PostgresInvalidations
     figures: NodeFigures
+    mcp: McpEndpoint
 
     def tasks(self, stop: asyncio.Event) -> list[asyncio.Task[None]]:
         """Start every component except the API; each runs until `stop` is set (or it fails)."""
@@ -98,6 +101,7 @@ class Node:
             asyncio.create_task(watch_fence(self.journal, stop), name="fence-watch"),
             asyncio.create_task(self.invalidations.run(stop), name="cache-invalidation"),
             asyncio.create_task(self.figures.run(stop), name="metrics"),
+            asyncio.create_task(self.mcp.run(stop), name="mcp"),
         ]
 
     async def close(self) -> None:
@@ -169,18 +173,17 @@ async def build_node(
     )
     topic_sync.restart_consumers = ConsumerRestart(settings, supervisor, consumers_of)
     invalidations = PostgresInvalidations(pool)  # the API's caches' change feed (LISTEN)
-    app = create_app(
-        build_api_deps(
-            settings,
-            journal,
-            pool,
-            memory=memory,
-            summary_cache=summary_cache,
-            transcripts=journal_tools,
-            processors=supervisor,
-            invalidations=invalidations,
-        )
+    api_deps = build_api_deps(
+        settings,
+        journal,
+        pool,
+        memory=memory,
+        summary_cache=summary_cache,
+        transcripts=journal_tools,
+        processors=supervisor,
+        invalidations=invalidations,
     )
+    app = create_app(api_deps)
     app.include_router(
         admin_router(
             AdminDeps(
@@ -204,6 +207,8 @@ async def build_node(
         settings, SOURCES, relay_lag=relay_lag, totals=lambda: compaction_totals(pool, settings.environment)
     )
     REGISTRY.register(figures)  # unregistered by `close`
+    mcp = McpEndpoint(api_deps)
+    app.mount(MOUNT_PATH, mcp)  # after every route: the API's (and FastRoutes before them) come first
     return Node(
         settings=settings,
         journal=journal,
@@ -218,6 +223,7 @@ async def build_node(
         memory=memory,
         invalidations=invalidations,
         figures=figures,
+        mcp=mcp,
     )
 
 
