@@ -16,8 +16,11 @@ import httpx
 import pytest
 from mcp import Client
 
+from core.auth import list_keys, revoke_key
 from core.config import Settings
 from memstream.embedded.bootstrap import create_key
+from sinks.postgres.api_keys import PostgresApiKeys
+from sinks.postgres.pool import create_pool
 from tests.memstream.mcp_server.mcp_clients import (
     call,
     http_client,
@@ -170,6 +173,20 @@ def test_streamable_http_serves_one_agents_tools_with_the_apis_rules(
             error = await refused(client, "journal_message_search", {"query": "lighthouse"})
             assert error["code"] == "unknown_tool"
 
+        # a revoked key stops working at once (the node's key cache hears the revocation)
+        await _revoke(settings, "acme", "gateway")
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                async with http_client(ada, gateway) as client:
+                    await client.list_tools()
+            except Exception as exc:
+                refusal = repr(exc)
+                break
+            assert time.monotonic() < deadline, "the revoked key still works"
+            await asyncio.sleep(0.2)
+        assert "unauthorized: API key msk_" in refusal and "was revoked" in refusal, refusal
+
         # the thread's user, from the URL: Bob's thread acts for Bob
         async with http_client(f"{node.url}/mcp/bot?thread_id=t-bob", acme) as client:
             found = await _searched_bob(client)
@@ -189,6 +206,16 @@ def test_streamable_http_serves_one_agents_tools_with_the_apis_rules(
             assert error["code"] == "not_found"  # globex has no thread t-ada
 
     asyncio.run(scenario())
+
+
+async def _revoke(settings: Settings, account: str, label: str) -> None:
+    pool = await create_pool(settings.postgres, min_size=1, max_size=1)
+    try:
+        store = PostgresApiKeys(pool)
+        [record] = [k for k in await list_keys(store, account, settings.environment) if k.label == label]
+        await revoke_key(store, account, settings.environment, record.key_id)
+    finally:
+        await pool.close()
 
 
 async def _searched_bob(client: Client) -> dict[str, Any]:
