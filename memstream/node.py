@@ -11,8 +11,9 @@ alone and `/readyz` reports it degraded: a processor never stops the node), the 
 (`processors.compaction_recovery`: requests lost with the broker are requested again), the daily
 hygiene pass,
 then the API (with the operator commands under `/admin/v1`, behind the admin token: configured, or
-generated into `{data_dir}/admin.token`, and the MCP endpoint at `/mcp/{agent_id}`). The components are built by `memstream.wiring.node`;
-this module owns the server and the order of shutdown.
+generated into `{data_dir}/admin.token`, and the MCP endpoint at `/mcp/{agent_id}`). The
+components are built by `memstream.wiring.node`; this module owns the server and the order of
+shutdown.
 Shutdown runs the other way round: the API stops taking appends, the relay publishes what is
 durable, processors commit what is done, the journal and the pool close.
 """
