@@ -67,10 +67,14 @@ def build_server(backend_of: BackendOf) -> Server[Any]:
             return tool_error(failed)
         return tool_result(result)
 
-    return Server(
+    server: Server[Any] = Server(
         NAME,
         version=memstream.__version__,
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    # The SDK's default middleware asks OpenTelemetry's global tracer on every message whether
+    # anyone listens; memstream configures no OpenTelemetry (as for FastAPI in `create_app`).
+    server.middleware.clear()
+    return server
