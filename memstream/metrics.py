@@ -34,6 +34,11 @@ from streams.topics import dlq_topic, topic_name
 log = logging.getLogger("memstream.metrics")
 
 
+_LAG_DOC = "Records of a processor's source topics its consumer group has not committed yet."
+_SUMMARIES_DOC = "Thread summaries written (the sum of the threads' summary versions)."
+_IN_FLIGHT_DOC = "Threads with a compaction (flush, then summary) requested and not finished."
+
+
 @dataclass
 class Figures:
     lag: dict[str, int] = field(default_factory=dict)
@@ -126,46 +131,32 @@ class NodeFigures(Collector):
 
     def collect(self) -> Iterator[Metric]:
         f = self.figures
-        lag = GaugeMetricFamily(
-            "memstream_processor_lag_messages",
-            "Records of a processor's source topics its consumer group has not committed yet.",
-            labels=["processor"],
-        )
-        for name, value in f.lag.items():
-            lag.add_metric([name], value)
-        yield lag
-        dead = GaugeMetricFamily(
-            "memstream_dead_letter_records",
-            "Records in a processor's dead-letter topic (dlq.<processor>).",
-            labels=["processor"],
-        )
-        for name, value in f.dead_letters.items():
-            dead.add_metric([name], value)
-        yield dead
+        for name, doc, values in (
+            ("memstream_processor_lag_messages", _LAG_DOC, f.lag),
+            (
+                "memstream_dead_letter_records",
+                "Records in a processor's dead-letter topic (dlq.<processor>).",
+                f.dead_letters,
+            ),
+        ):
+            family = GaugeMetricFamily(name, doc, labels=["processor"])
+            for processor, value in values.items():
+                family.add_metric([processor], value)
+            yield family
         if f.summaries is not None:
-            yield CounterMetricFamily(
-                "memstream_summaries_written",
-                "Thread summaries written (the sum of the threads' summary versions).",
-                value=f.summaries,
-            )
-        if f.in_flight is not None:
-            yield GaugeMetricFamily(
-                "memstream_compactions_in_flight",
-                "Threads with a compaction (flush, then summary) requested and not finished.",
-                value=f.in_flight,
-            )
-        if f.relay_lag is not None:
-            yield GaugeMetricFamily(
+            yield CounterMetricFamily("memstream_summaries_written", _SUMMARIES_DOC, value=f.summaries)
+        age = None if f.refreshed_at is None else time.monotonic() - f.refreshed_at
+        for name, doc, scalar in (
+            ("memstream_compactions_in_flight", _IN_FLIGHT_DOC, f.in_flight),
+            (
                 "memstream_relay_lag_messages",
                 "Durable journal messages not yet confirmed on journal.messages.",
-                value=f.relay_lag,
-            )
-        if f.refreshed_at is not None:
-            yield GaugeMetricFamily(
-                "memstream_metrics_refresh_age_seconds",
-                "How old the figures read in the background are.",
-                value=time.monotonic() - f.refreshed_at,
-            )
+                f.relay_lag,
+            ),
+            ("memstream_metrics_refresh_age_seconds", "How old the figures read in the background are.", age),
+        ):
+            if scalar is not None:
+                yield GaugeMetricFamily(name, doc, value=scalar)
 
     def describe(self) -> Iterator[Metric]:
         return iter(())  # names vary with what was read: not checked for clashes at registration
