@@ -38,11 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 from embedded_node import Node, node_for
 from figures import pct
 from server_group import server_group
 
+from memstream.client import NO_RETRY, MemstreamClient
 from memstream.ops.replay import GroupOffsets, total_lag
 from processors import clickhouse_projection, qdrant_projection
 
@@ -120,29 +120,23 @@ def turn_message(conv: Conversation, turn: dict[str, Any], speaker_a: str) -> di
     return {"message_id": f"c{conv.index}-{turn['dia_id']}", "role": role, "content": content}
 
 
-def ingest(http: httpx.Client, conv: Conversation) -> int:
+def ingest(ms: MemstreamClient, conv: Conversation) -> int:
     """Append every session and store every observation; the number of calls made."""
     calls = 0
     for n, turns in conv.sessions:
-        body = {
-            "agent_id": conv.agent,
-            "user_id": conv.user,
-            "messages": [turn_message(conv, turn, conv.speaker_a) for turn in turns],
-        }
-        http.post(f"/v1/threads/c{conv.index}-s{n}/messages", json=body).raise_for_status()
+        messages = [turn_message(conv, turn, conv.speaker_a) for turn in turns]
+        ms.append(f"c{conv.index}-s{n}", messages, agent_id=conv.agent, user_id=conv.user)
         calls += 1
-    http.put(f"/v1/agents/{conv.agent}", json={"capabilities": ["memory"]}).raise_for_status()
+    ms.bind_agent(conv.agent, ["memory"])
     for n, j, content, _ in conv.observations:
-        arguments = {
-            "key": f"obs.s{n}.{j}",
-            "content": content,
-            "category": "observation",
-            "scope": "shared",
-            "importance": 0.5,
-        }
-        http.post(
-            f"/v1/agents/{conv.agent}/tools/memory_store", json={"arguments": arguments}
-        ).raise_for_status()
+        ms.memory_store(
+            conv.agent,
+            key=f"obs.s{n}.{j}",
+            content=content,
+            category="observation",
+            scope="shared",
+            importance=0.5,
+        )
         calls += 1
     return calls
 
@@ -188,32 +182,32 @@ class Tally:
         return self.found[k, category] / max(1, self.evidence[k, category])
 
 
-def timed(http: httpx.Client, latencies: list[float], url: str, body: dict[str, Any]) -> dict[str, Any]:
-    """POST `body` to `url`, noting the latency; the tool's result."""
+def timed(
+    ms: MemstreamClient, latencies: list[float], agent: str, tool: str, arguments: dict[str, Any], **who: str
+) -> dict[str, Any]:
+    """Call `tool` of `agent`, noting the latency; the tool's result."""
     started = time.perf_counter()
-    response = http.post(url, json=body)
+    result = ms.call_tool(agent, tool, arguments, **who).result
     latencies.append((time.perf_counter() - started) * 1000)
-    response.raise_for_status()
-    result: dict[str, Any] = response.json()["result"]
     return result
 
 
-def ask(http: httpx.Client, convs: list[Conversation], ks: list[int]) -> tuple[Tally, Tally, dict[str, int]]:
+def ask(ms: MemstreamClient, convs: list[Conversation], ks: list[int]) -> tuple[Tally, Tally, dict[str, int]]:
     transcripts, memory = Tally(), Tally()
     paths: defaultdict[str, int] = defaultdict(int)
     sources = {(conv.index, f"obs.s{n}.{j}"): dia for conv in convs for n, j, _, dia in conv.observations}
     for conv in convs:
         for question in conv.questions:
-            tools = f"/v1/agents/{conv.agent}/tools"
             for k in ks:
                 arguments = {"query": question.text, "scope": "all_threads", "limit": k, "summarize": False}
-                search = {"arguments": arguments, "thread_id": f"c{conv.index}-s1", "user_id": conv.user}
-                result = timed(http, transcripts.latency_ms, f"{tools}/journal_message_search", search)
+                who = {"thread_id": f"c{conv.index}-s1", "user_id": conv.user}
+                search = "journal_message_search"
+                result = timed(ms, transcripts.latency_ms, conv.agent, search, arguments, **who)
                 prefix = f"c{conv.index}-"
                 turns = {m["message_id"].removeprefix(prefix) for m in result["messages"]}
                 transcripts.add(k, question, turns)
-                recall = {"arguments": {"query": question.text, "limit": k}}
-                result = timed(http, memory.latency_ms, f"{tools}/memory_recall", recall)
+                recall = {"query": question.text, "limit": k}
+                result = timed(ms, memory.latency_ms, conv.agent, "memory_recall", recall)
                 paths[result.get("path", "?")] += 1
                 returned: set[str] = set()
                 for entry in result["results"]:
@@ -236,11 +230,11 @@ def table(name: str, tally: Tally, ks: list[int]) -> Iterator[str]:
 
 def run(node: Node, args: argparse.Namespace, convs: list[Conversation]) -> None:
     ks = sorted({int(k) for k in args.k.split(",")})
-    headers = {"Authorization": f"Bearer {node.key}"}
-    with httpx.Client(base_url=node.url, headers=headers, timeout=60.0) as http:
+    # NO_RETRY: as before, the first failed call ends the run (a retry would hide it in the latency)
+    with MemstreamClient(node.url, node.key, timeout=60.0, retry=NO_RETRY) as ms:
         started = time.perf_counter()
         for conv in convs:
-            calls = ingest(http, conv)
+            calls = ingest(ms, conv)
             print(
                 f"conversation {conv.index}: {sum(len(t) for _, t in conv.sessions)} turns in "
                 f"{len(conv.sessions)} sessions, {len(conv.observations)} observations, "
@@ -249,7 +243,7 @@ def run(node: Node, args: argparse.Namespace, convs: list[Conversation]) -> None
             )
         wait_caught_up(GroupOffsets(args.bootstrap), args.topic_prefix)
         print(f"ingested and projected in {time.perf_counter() - started:.1f} s", flush=True)
-        transcripts, memory, paths = ask(http, convs, ks)
+        transcripts, memory, paths = ask(ms, convs, ks)
     asked = sum(len(c.questions) for c in convs)
     print(f"\n{asked} questions, conversations {[c.index for c in convs]} of {args.data.name}")
     for line in table("journal_message_search", transcripts, ks):
