@@ -3,6 +3,7 @@ across a refused connection."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -147,3 +148,19 @@ def test_a_refused_connection_is_retried_within_the_bounds() -> None:
             ms.get_thread("t")
     assert (raised.value.status, raised.value.code) == (None, "connect_failed")
     assert time.monotonic() - started < 5
+
+
+def test_the_readme_python_example_runs(
+    node: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, key = node
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    blocks = [
+        b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL) if "MemstreamClient(" in b
+    ]
+    assert len(blocks) == 1
+    (tmp_path / ".memstream").mkdir()
+    (tmp_path / ".memstream" / "api-key").write_text(key + "\n")
+    monkeypatch.chdir(tmp_path)
+    exec(compile(blocks[0].replace("http://127.0.0.1:8080", url), "README.md", "exec"), {})
+    assert "Prefers short answers." in capsys.readouterr().out
