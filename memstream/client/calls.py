@@ -42,7 +42,7 @@ T = TypeVar("T")
 
 JOURNAL_SEARCH = "journal_message_search"
 JOURNAL_VIEW = "journal_tool_call_view"
-_READ_TOOLS = frozenset({RECALL, JOURNAL_SEARCH, JOURNAL_VIEW, STORE})
+_REPEATABLE_TOOLS = frozenset({RECALL, JOURNAL_SEARCH, JOURNAL_VIEW, STORE})
 
 Params = dict[str, str | int | bool]
 MessageInput = NewMessage | Mapping[str, Any]
@@ -164,7 +164,7 @@ def list_tools(agent_id: str, *, user_id: str | None) -> Call[list[ToolSpec]]:
 
 def tool_is_idempotent(tool: str, arguments: Mapping[str, Any] | str) -> bool:
     """Whether repeating this tool call changes nothing (see the module doc)."""
-    if tool in _READ_TOOLS:
+    if tool in _REPEATABLE_TOOLS:
         return True
     if tool != FORGET:
         return False
