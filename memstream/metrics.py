@@ -129,6 +129,11 @@ class NodeFigures(Collector):
 
     # ---- serving ----------------------------------------------------------------------------------
 
+    def age_s(self) -> float | None:
+        """How old the figures are (None before the first pass)."""
+        at = self.figures.refreshed_at
+        return None if at is None else time.monotonic() - at
+
     def collect(self) -> Iterator[Metric]:
         f = self.figures
         for name, doc, values in (
@@ -145,7 +150,7 @@ class NodeFigures(Collector):
             yield family
         if f.summaries is not None:
             yield CounterMetricFamily("memstream_summaries_written", _SUMMARIES_DOC, value=f.summaries)
-        age = None if f.refreshed_at is None else time.monotonic() - f.refreshed_at
+        age = self.age_s()
         for name, doc, scalar in (
             ("memstream_compactions_in_flight", _IN_FLIGHT_DOC, f.in_flight),
             (

@@ -17,6 +17,7 @@ from memstream.api.routes.health import health_router
 from memstream.api.routes.memory import memory_router
 from memstream.api.routes.messages import messages_router
 from memstream.api.routes.threads import threads_router
+from memstream.console import install_console
 
 DESCRIPTION = """
 Memory for AI agents. Append every message of every thread; get each turn's context back.
@@ -83,6 +84,7 @@ def create_app(deps: ApiDeps, *, fast_routes: bool = True) -> FastAPI:
     app.add_middleware(RequestMetrics)  # outermost: times everything the guard and routes do
     install_error_handlers(app)
     install_docs(app)
+    install_console(app)
     # Routes are matched in order, each at a cost: the hot ones (appends, contexts) first. No two
     # routers have a path in common, so the order decides nothing else (the docs group by tag).
     app.include_router(messages_router(deps))

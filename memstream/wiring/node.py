@@ -184,6 +184,13 @@ async def build_node(
         invalidations=invalidations,
     )
     app = create_app(api_deps)
+
+    async def relay_lag() -> int:
+        return (await relay.lag()).lag
+
+    figures = NodeFigures(
+        settings, SOURCES, relay_lag=relay_lag, totals=lambda: compaction_totals(pool, settings.environment)
+    )
     app.include_router(
         admin_router(
             AdminDeps(
@@ -195,17 +202,11 @@ async def build_node(
                 transcripts=engines.transcripts,
                 rebuilders=_rebuilders(engines, journal_guard),
                 forget_progress=progress.forget,
+                figures=figures,
             )
         )
     )
     app.include_router(metrics_router(admin_token, settings))
-
-    async def relay_lag() -> int:
-        return (await relay.lag()).lag
-
-    figures = NodeFigures(
-        settings, SOURCES, relay_lag=relay_lag, totals=lambda: compaction_totals(pool, settings.environment)
-    )
     REGISTRY.register(figures)  # unregistered by `close`
     mcp = McpEndpoint(api_deps)
     app.mount(MOUNT_PATH, mcp)  # after every route: the API's (and FastRoutes before them) come first

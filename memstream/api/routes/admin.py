@@ -44,6 +44,7 @@ from core.config import Settings
 from core.errors import Conflict, MemstreamError, NotFound, Unauthorized
 from core.stores.journal import Journal
 from core.stores.transcripts import TranscriptStore
+from memstream.metrics import NodeFigures
 from memstream.ops.progress import Progress, ProgressCallback
 from memstream.ops.replay import GroupOffsets, PartitionLag, total_lag
 from memstream.ops.replay_from import parse_replay_from
@@ -78,6 +79,8 @@ class AdminDeps:
     replay_idle_timeout_s: float = 30.0
     forget_progress: Callable[[str], Awaitable[None]] | None = None
     """Deletes a consumer group's stored journal progress (a replay makes it process again)."""
+    figures: NodeFigures | None = None
+    """The figures read in the background for /metrics (`/admin/v1/overview` shows them)."""
 
 
 class ReplayRequest(BaseModel):
@@ -98,6 +101,24 @@ class ProcessorInfo(BaseModel):
     group_id: str
     source_topics: list[str]
     state: str
+
+
+class ProcessorOverview(BaseModel):
+    name: str
+    runs_in: Literal["node", "worker"] = Field(description="worker: another process (`memstream worker`)")
+    state: str | None = Field(description="the node's processors only: running, paused, crashed, ...")
+    lag: int | None = Field(description="records of its source topics not committed yet; null: not read")
+    dead_letters: int | None = Field(description="records in its dead-letter topic; null: not read")
+
+
+class Overview(BaseModel):
+    processors: list[ProcessorOverview]
+    relay_lag: int | None
+    summaries_written: int | None
+    compactions_in_flight: int | None
+    figures_age_s: float | None = Field(
+        description="how old lag, dead letters and totals are; null: not read yet"
+    )
 
 
 class LagInfo(BaseModel):
@@ -243,6 +264,28 @@ def admin_router(deps: AdminDeps) -> APIRouter:
                 )
             )
         return out
+
+    @router.get("/overview", response_model=Overview, summary="Every processor with its lag and dead letters")
+    async def overview() -> Overview:
+        here = set(deps.processors.names())
+        figures = deps.figures.figures if deps.figures is not None else None
+        names = sorted(here | set(deps.figures.sources if deps.figures is not None else ()))
+        return Overview(
+            processors=[
+                ProcessorOverview(
+                    name=name,
+                    runs_in="node" if name in here else "worker",
+                    state=deps.processors.status(name).state if name in here else None,
+                    lag=figures.lag.get(name) if figures is not None else None,
+                    dead_letters=figures.dead_letters.get(name) if figures is not None else None,
+                )
+                for name in names
+            ],
+            relay_lag=figures.relay_lag if figures is not None else None,
+            summaries_written=figures.summaries if figures is not None else None,
+            compactions_in_flight=figures.in_flight if figures is not None else None,
+            figures_age_s=deps.figures.age_s() if deps.figures is not None else None,
+        )
 
     @router.get("/processors/{name}/lag", response_model=LagReport, summary="A processor's consumer lag")
     async def lag(name: str) -> LagReport:
