@@ -12,13 +12,17 @@ Every `settings.metrics_refresh_s` one pass reads:
   `journal.messages`);
 - `memstream_metrics_refresh_age_seconds`: how old these figures are.
 A figure whose read failed (broker or Postgres away, a topic missing) is left out of the scrape
-until a pass reads it again (Prometheus shows the gap), and the failure is logged once per cause.
+until a pass reads it again (Prometheus shows the gap), and the failure is logged once per cause;
+the broker reads of a pass stop at the first failure (each waits up to 3 s) and when the node
+stops.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -70,21 +74,33 @@ class NodeFigures(Collector):
         self.sources = {name: tuple(topics) for name, topics in sorted(sources.items())}
         self._relay_lag = relay_lag
         self._totals = totals
-        self._offsets_factory = offsets or (lambda: GroupOffsets(settings.broker_bootstrap, timeout_s=5.0))
+        self._offsets_factory = offsets or (lambda: GroupOffsets(settings.broker_bootstrap, timeout_s=3.0))
         self._offsets: GroupOffsets | None = None
         self.figures = Figures()
         self._logged: set[str] = set()
+        self._stopping = threading.Event()
 
     # ---- reading ----------------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Refresh until `stop` is set."""
+        """Refresh until `stop` is set; a pass under way then is given up at once (its broker reads
+        in a worker thread end after the call in flight) and nothing here ever raises."""
         while not stop.is_set():
-            await self.refresh()
-            try:
+            refreshing = asyncio.ensure_future(self.refresh())
+            stopping = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({refreshing, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if stop.is_set():
+                self._stopping.set()
+                refreshing.cancel()
+                with contextlib.suppress(BaseException):
+                    await refreshing
+                return
+            if refreshing.exception() is not None:
+                self._failed("the figures", refreshing.exception())  # type: ignore[arg-type]
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.settings.metrics_refresh_s)
-            except TimeoutError:
-                pass
+        self._stopping.set()
 
     async def refresh(self) -> None:
         """One pass: every figure read again (a failed one is left out, module doc)."""
@@ -102,23 +118,27 @@ class NodeFigures(Collector):
         self.figures = figures
 
     def _broker_figures(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Every processor's lag and dead letters, until the first read that fails (the broker is
+        most likely away: the rest would each wait out the timeout) or the node stops."""
         lag: dict[str, int] = {}
         dead: dict[str, int] = {}
         if self._offsets is None:
             self._offsets = self._offsets_factory()
         offsets = self._offsets
         for name, topics in self.sources.items():
+            if self._stopping.is_set():
+                break
             try:
                 broker_topics = [topic_name(self.settings, t) for t in topics]
                 lag[name] = total_lag(offsets.lag(group_id(name, self.settings), broker_topics))
-            except Exception as exc:
-                self._failed(f"the consumer lag of {name}", exc)
-            try:
                 tps = offsets.partitions([topic_name(self.settings, dlq_topic(name).name)])
                 ends, starts = offsets.end_offsets(tps), offsets.earliest(tps)
                 dead[name] = sum(max(0, ends[tp] - starts[tp]) for tp in tps)
             except Exception as exc:
-                self._failed(f"the dead letters of {name}", exc)
+                self._failed(
+                    f"the consumer lag and dead letters of {name} (and the processors after it)", exc
+                )
+                break
         return lag, dead
 
     def _failed(self, what: str, exc: Exception) -> None:

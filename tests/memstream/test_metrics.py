@@ -3,8 +3,12 @@ pass reads it again; the others are still served."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
+import time
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -81,8 +85,41 @@ async def test_failed_reads_are_left_out_until_they_succeed_again(caplog: pytest
     assert "memstream_relay_lag_messages" not in served
     assert served["memstream_summaries_written"] == [({}, 9.0)]  # what could be read still is
     warnings = [r.getMessage() for r in caplog.records]
-    assert len(warnings) == 3 and len(set(warnings)) == 3  # lag, dead letters, relay: once each
+    assert len(warnings) == 2 and len(set(warnings)) == 2  # the broker's, the relay's: once each
 
     offsets.down, relay_up = False, True
     await figures.refresh()
     assert "memstream_processor_lag_messages" in names(figures)
+
+
+async def test_run_gives_up_a_pass_at_once_when_the_node_stops() -> None:
+    release = threading.Event()
+
+    class Stuck(Offsets):
+        def lag(self, group: str, topics: Sequence[str]) -> list[PartitionLag]:
+            release.wait(10)  # a broker call waiting out its timeout
+            return super().lag(group, topics)
+
+    stuck = Stuck()
+
+    async def zero() -> Any:
+        return 0
+
+    async def totals() -> tuple[int, int]:
+        return 0, 0
+
+    figures = NodeFigures(
+        Settings(),
+        {"a": ["journal.messages"], "b": ["journal.messages"]},
+        relay_lag=zero,
+        totals=totals,
+        offsets=lambda: stuck,  # type: ignore[arg-type, return-value]
+    )
+    stop = asyncio.Event()
+    running = asyncio.create_task(figures.run(stop))
+    await asyncio.sleep(0.3)
+    stop.set()
+    started = time.monotonic()
+    await asyncio.wait_for(running, 2)  # not after the stuck call
+    assert time.monotonic() - started < 1
+    release.set()
