@@ -184,6 +184,7 @@ class Supervisor:
         )
         hosted = layout(s)
         self.say(f"  {'':<9} node hosts processor(s): {', '.join(hosted.node) or 'none'}")
+        self.write_state()  # the node's pid, as soon as it serves (the worker starts at a lower priority)
         if hosted.worker:
             started = time.monotonic()
             self.worker = self._start_worker()
@@ -270,14 +271,16 @@ class Supervisor:
                         self.say("  stopping worker while the broker restarts (its consumers start afresh)")
                         self.worker.stop(timeout=10, sig=signal.SIGKILL)
                     self.services[i] = self._restart(proc, functools.partial(self._start_service, proc.name))
-                    self.write_state()
+                    self._announce(self.services[i], proc)
             if self.node is not None and not self.node.alive():
                 self._check_not_fenced(self.node)
-                self.node = self._restart(self.node, self._start_node)
-                self.write_state()
+                dead = self.node
+                self.node = self._restart(dead, self._start_node)
+                self._announce(self.node, dead)
             if self.worker is not None and not self.worker.alive():
-                self.worker = self._restart(self.worker, self._start_worker)
-                self.write_state()
+                dead = self.worker
+                self.worker = self._restart(dead, self._start_worker)
+                self._announce(self.worker, dead)
 
     def _check_not_fenced(self, node: ManagedProcess) -> None:
         if node.proc is not None and node.proc.returncode == exit_codes.FENCED:
@@ -311,8 +314,14 @@ class Supervisor:
             except ServiceError as exc:
                 reason = f"did not start again ({exc})"
                 continue
-            self.say(f"  {name} ready again")
             return replacement
+
+    def _announce(self, current: ManagedProcess, dead: ManagedProcess) -> None:
+        """Record the stack in `run/state.json`, then say that `dead` is ready again when `current`
+        replaced it (in this order: whoever reads the line finds the new pid in the state)."""
+        self.write_state()
+        if current is not dead:
+            self.say(f"  {current.name} ready again")
 
     def _pause(self, seconds: float) -> bool:
         """Sleep `seconds` unless asked to stop (False then)."""
