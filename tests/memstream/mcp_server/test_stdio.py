@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 
+from memstream.client import NO_RETRY, AsyncMemstreamClient
 from memstream.embedded.process import free_port
 from memstream.mcp_server.stdio import RemoteAgentTools
 from memstream.mcp_server.tools import ToolFailed
@@ -20,8 +20,8 @@ KEY = "msk_" + "k" * 43
 
 async def test_a_node_that_does_not_answer_is_node_unreachable() -> None:
     url = f"http://127.0.0.1:{free_port()}"
-    async with httpx.AsyncClient(base_url=url) as client:
-        tools = RemoteAgentTools(client, "bot", user_id="ada")
+    async with AsyncMemstreamClient(url, KEY, retry=NO_RETRY) as client:
+        tools = RemoteAgentTools(client, url, "bot", user_id="ada")
         with pytest.raises(ToolFailed) as failed:
             await tools.call_tool("memory_recall", {"query": "x"})
     assert failed.value.code == "node_unreachable"
