@@ -228,3 +228,6 @@ def test_the_console_is_served_with_a_strict_content_security_policy(node: Runni
         .startswith(("text/javascript", "application/javascript"))
     )
     assert httpx.get(f"{node.url}/console/missing.js").status_code == 404
+    # the operators' view reads /admin/v1/overview: the admin token only, never an API key
+    assert httpx.get(f"{node.url}/admin/v1/overview").status_code == 401
+    assert node.api.get("/admin/v1/overview").status_code == 401
