@@ -1,0 +1,80 @@
+"""Search terms of a text: what transcript search indexes and matches, the same at projection
+time (`messages.terms`) and at query time.
+
+`terms(text)`, in text order, repeats kept (BM25 counts them):
+1. lower-case (`str.lower`);
+2. words: maximal runs of Unicode letters and digits (`[^\\W_]`), where an apostrophe between two
+   such runs stays inside the word (`don't`, `caroline's`; the typographic U+2019 is read as `'`), as
+   Snowball's stop list and stemmer expect; everything else separates words;
+3. stop words dropped: the Snowball project's English stop-word list (`STOP_WORDS`, below);
+4. each remaining word stemmed by the Snowball English stemmer (PyStemmer, MIT/BSD): `groups` ->
+   `group`, `caroline's` -> `carolin`. Words of other scripts pass through the English stemmer
+   unchanged or nearly so: they are still matched exactly.
+
+`query_terms(text)`: the distinct terms in order, at most `MAX_QUERY_TERMS`. A text of stop words
+only has no terms (search then finds nothing: no word of it says what to look for).
+
+Pure and deterministic (the stemmer is a pure function; one stemmer per thread, as PyStemmer's
+objects are not thread-safe); never raises on a `str` (lone surrogates are words like any other
+character outside `\\W`). Not idempotent on its own output: a Snowball stem may stem again
+(`agreed` -> `agre` -> `agr`); terms are made once, from the text, on both sides.
+
+The stop words are those of https://snowballstem.org/algorithms/english/stop.txt (the words at
+the start of a line; commented-out words such as `us`, `will`, `can` are not stop words):
+Copyright (c) 2001, Dr Martin Porter; Copyright (c) 2002, Richard Boulton; BSD 3-clause licence.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import Stemmer
+
+STOP_WORDS: frozenset[str] = frozenset(
+    """
+    i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she
+    her hers herself it its itself they them their theirs themselves what which who whom this that
+    these those am is are was were be been being have has had having do does did doing would should
+    could ought i'm you're he's she's it's we're they're i've you've we've they've i'd you'd he'd
+    she'd we'd they'd i'll you'll he'll she'll we'll they'll isn't aren't wasn't weren't hasn't
+    haven't hadn't doesn't don't didn't won't wouldn't shan't shouldn't can't cannot couldn't
+    mustn't let's that's who's what's here's there's when's where's why's how's a an the and but if
+    or because as until while of at by for with about against between into through during before
+    after above below to from up down in out on off over under again further then once here there
+    when where why how all any both each few more most other some such no nor not only own same so
+    than too very
+    """.split()
+)
+"""The Snowball English stop-word list (module doc), lower-case, apostrophes as `'`."""
+
+MAX_QUERY_TERMS = 64
+
+_WORD_RE = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
+_APOSTROPHES = str.maketrans({"\u2019": "'"})
+_local = threading.local()
+
+
+def _stemmer() -> Stemmer.Stemmer:
+    stemmer: Stemmer.Stemmer | None = getattr(_local, "stemmer", None)
+    if stemmer is None:
+        stemmer = Stemmer.Stemmer("english")
+        _local.stemmer = stemmer
+    return stemmer
+
+
+def words(text: str) -> list[str]:
+    """The lower-cased words of `text` (steps 1-2 of the module doc), stop words included."""
+    return _WORD_RE.findall(text.lower().translate(_APOSTROPHES))
+
+
+def terms(text: str) -> list[str]:
+    """The search terms of `text`, in order, repeats kept (module doc)."""
+    kept = [word for word in words(text) if word not in STOP_WORDS]
+    return list(_stemmer().stemWords(kept)) if kept else []
+
+
+def query_terms(text: str) -> list[str]:
+    """The distinct search terms of `text`, in order of first appearance, at most
+    `MAX_QUERY_TERMS` ([] when it has none: only stop words, or no word at all)."""
+    return list(dict.fromkeys(terms(text)))[:MAX_QUERY_TERMS]
