@@ -29,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 
 from core.stores.transcripts import Role, TranscriptRow
+from core.transcripts.terms import message_terms
 
 COMMON = (
     "the to and a i you it of is that in for we this be on can with have not my your are do will "
@@ -186,4 +187,5 @@ def make_row(
         tool_result=call[3] if call else None,
         created_at=created,
         token_count=max(1, size // 4),
+        terms=message_terms(role, content),
     )

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from core.journal.models import Message
 from core.stores.transcripts import TranscriptRow, TranscriptStore, TranscriptUnavailable
+from core.transcripts.terms import message_terms
 from streams.codecs import journal_messages
 from streams.runtime.processor import InvalidMessage, Processor, Record, decoding
 
@@ -39,7 +40,8 @@ log = logging.getLogger("memstream.clickhouse_projection")
 
 
 def row_of(message: Message) -> TranscriptRow:
-    """The projected row of a journal message (its tool call flattened into four columns)."""
+    """The projected row of a journal message (its tool call flattened into four columns, its
+    search terms made from its content: `core.transcripts.terms.message_terms`)."""
     call = message.tool_call
     return TranscriptRow(
         environment=message.environment,
@@ -59,6 +61,7 @@ def row_of(message: Message) -> TranscriptRow:
         tool_result=call.result if call is not None else None,
         created_at=message.created_at,
         token_count=message.token_count,
+        terms=message_terms(message.role, message.content),
     )
 
 

@@ -50,6 +50,9 @@ class TranscriptRow:
     tool_result: str | None
     created_at: datetime  # timezone-aware UTC
     token_count: int
+    terms: tuple[str, ...] = ()
+    """The search terms of the content (`core.transcripts.terms.message_terms`: () unless the
+    role is searched), what search matches and weighs."""
 
 
 @dataclass(frozen=True)

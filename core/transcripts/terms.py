@@ -49,6 +49,8 @@ STOP_WORDS: frozenset[str] = frozenset(
 """The Snowball English stop-word list (module doc), lower-case, apostrophes as `'`."""
 
 MAX_QUERY_TERMS = 64
+INDEXED_ROLES = ("user", "assistant")
+"""The roles whose messages have terms: the ones search returns (`core.transcripts.search`)."""
 
 _WORD_RE = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
 _APOSTROPHES = str.maketrans({"\u2019": "'"})
@@ -78,3 +80,9 @@ def query_terms(text: str) -> list[str]:
     """The distinct search terms of `text`, in order of first appearance, at most
     `MAX_QUERY_TERMS` ([] when it has none: only stop words, or no word at all)."""
     return list(dict.fromkeys(terms(text)))[:MAX_QUERY_TERMS]
+
+
+def message_terms(role: str, content: str) -> tuple[str, ...]:
+    """The stored terms of a message: `terms(content)` for the `INDEXED_ROLES`, () for the others
+    (system prompts and tool traffic are never search results: their terms would only cost)."""
+    return tuple(terms(content)) if role in INDEXED_ROLES else ()

@@ -9,6 +9,9 @@ transcript tools and by data teams (README, "Transcript projection (ClickHouse) 
   again (redelivery, replay) are merged away in the background, and every read of this package
   is dedup-safe before that (`LIMIT 1 BY` the key, `uniqExact` over it, or `FINAL`);
 - `PARTITION BY toYYYYMM(created_at)`: time-range queries prune months;
+- `terms`: the search terms of a user or assistant message (`core.transcripts.terms`; empty for
+  the other roles, and for rows written before the column existed, until a rebuild), with a
+  `text` index whose tokens are the array's elements;
 - a `text` index on `content` (tokens split on non-alphanumeric ASCII characters, lower-cased by
   the `lowerUTF8` preprocessor: search tokens must be lower-cased the same way, in SQL, e.g.
   `tokens(lowerUTF8(q), 'splitByNonAlpha')`) and a bloom filter on `tool_call_id`;
@@ -51,6 +54,7 @@ COLUMNS: tuple[str, ...] = (
     "tool_result",
     "created_at",
     "token_count",
+    "terms",
 )
 """The columns an insert writes, in order (`inserted_at` takes its default)."""
 
@@ -65,6 +69,20 @@ def check_identifier(name: str) -> str:
 def create_database(database: str) -> str:
     # Atomic: supports EXCHANGE TABLES (chdb's own `default` database is an Overlay database)
     return f"CREATE DATABASE IF NOT EXISTS {check_identifier(database)} ENGINE = Atomic"
+
+
+TERMS_INDEX = "INDEX terms_text terms TYPE text(tokenizer = 'array')"
+"""The text index of the search terms: each array element one token (`hasAny(terms, [...])`)."""
+
+
+def upgrade_table(database: str, table: str = TABLE) -> list[str]:
+    """The statements that bring a table created by an earlier version to this schema (idempotent:
+    each adds only what is missing; rows written before keep empty `terms` until a rebuild)."""
+    name = f"{check_identifier(database)}.{check_identifier(table)}"
+    return [
+        f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS terms Array(String) AFTER inserted_at",
+        f"ALTER TABLE {name} ADD {TERMS_INDEX.replace('INDEX', 'INDEX IF NOT EXISTS', 1)}",
+    ]
 
 
 def create_table(database: str, table: str = TABLE) -> str:
@@ -89,8 +107,10 @@ CREATE TABLE IF NOT EXISTS {check_identifier(database)}.{check_identifier(table)
     created_at DateTime64(6, 'UTC'),
     token_count UInt32,
     inserted_at DateTime64(6, 'UTC') DEFAULT now64(6),
+    terms Array(String),
     INDEX content_text content TYPE text(tokenizer = splitByNonAlpha, preprocessor = lowerUTF8(content)),
-    INDEX tool_call_bloom tool_call_id TYPE bloom_filter GRANULARITY 1
+    INDEX tool_call_bloom tool_call_id TYPE bloom_filter GRANULARITY 1,
+    {TERMS_INDEX}
 )
 ENGINE = ReplacingMergeTree(inserted_at)
 PARTITION BY toYYYYMM(created_at)

@@ -52,6 +52,7 @@ from sinks.clickhouse.schema import (
     create_instance_table,
     create_table,
     create_view,
+    upgrade_table,
 )
 
 _TOKEN_SPLIT_RE = re.compile(r"[\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]+")
@@ -97,6 +98,7 @@ def _row_values(row: TranscriptRow) -> list[Any]:
         row.tool_result,
         _utc(row.created_at),
         row.token_count,
+        list(row.terms),
     ]
 
 
@@ -151,6 +153,8 @@ class ClickHouseTranscriptStore:
         def call(client: Client) -> None:
             client.command(create_database(db))
             client.command(create_table(db))
+            for statement in upgrade_table(db):
+                client.command(statement)
             client.command(create_view(db))
 
         await self._client.run("schema creation", call)

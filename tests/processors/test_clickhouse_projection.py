@@ -51,13 +51,15 @@ def test_decode_flattens_a_message_into_a_row() -> None:
         tool_result=None,
         created_at=msg.created_at,
         token_count=1,
+        terms=("call",),  # the stem of its content
     )
     result = decode(record_of(tool_result("th-1", 4, "call-1", "done"), 8))
-    assert (result.role, result.tool_call_id, result.tool_name, result.tool_result) == (
+    assert (result.role, result.tool_call_id, result.tool_name, result.tool_result, result.terms) == (
         "tool",
         "call-1",
         None,
         "done",
+        (),  # tool messages are never search results: no terms
     )
     plain = decode(record_of(message("th-1", 0, "hi", user_id=None), 1))
     assert (plain.user_id, plain.tool_call_id, plain.reasoning) == (None, None, None)

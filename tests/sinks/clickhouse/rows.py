@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from core.stores.transcripts import Role, TranscriptRow
+from core.transcripts.terms import message_terms
 
 BASE_TIME = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
 
@@ -46,6 +47,7 @@ def row(
         tool_result=tool_result,
         created_at=created_at if created_at is not None else BASE_TIME + timedelta(minutes=offset),
         token_count=len(content.split()),
+        terms=message_terms(role, content),
     )
 
 

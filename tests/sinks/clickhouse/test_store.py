@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from core.stores.transcripts import TranscriptScope, TranscriptUnavailable
+from sinks.clickhouse.schema import TERMS_INDEX, create_database, create_table
 from sinks.clickhouse.store import ClickHouseTranscriptStore, has_query_tokens
 from tests.sinks.clickhouse.rows import BASE_TIME, row
 
@@ -47,6 +48,54 @@ async def test_insert_then_read_back_every_column(
     ]  # fmt: skip
     assert values[15].replace(tzinfo=None) == BASE_TIME.replace(tzinfo=None)
     assert values[16] == 1
+
+
+async def test_terms_are_stored_and_covered_by_the_array_text_index(
+    transcript_store: ClickHouseTranscriptStore, chdb_client: Any
+) -> None:
+    await transcript_store.insert(
+        [row("t1", 0, "Caroline's support groups"), row("t1", 1, "the", role="assistant")]
+    )
+    db = transcript_store.database
+    stored = chdb_client.query(f"SELECT offset, terms FROM {db}.messages ORDER BY offset").result_rows
+    assert [tuple(r) for r in stored] == [(0, ["carolin", "support", "group"]), (1, [])]
+    # the index answers hasAny over the terms (the query fails unless it is used)
+    found = chdb_client.query(
+        f"SELECT offset FROM {db}.messages WHERE hasAny(terms, ['group', 'x']) "
+        "SETTINGS force_data_skipping_indices = 'terms_text'"
+    ).result_rows
+    assert found == [(0,)]
+
+
+async def test_ensure_schema_upgrades_a_table_made_before_terms(
+    clickhouse_dsn: str, clickhouse_database: str, chdb_client: Any
+) -> None:
+    """A live table of an earlier version keeps its rows (with empty terms until a rebuild) and
+    takes the new column, its index and new rows."""
+    db = clickhouse_database
+    old_ddl = create_table(db).replace("    terms Array(String),\n", "").replace(f",\n    {TERMS_INDEX}", "")
+    assert "terms" not in old_ddl
+    chdb_client.command(create_database(db))
+    chdb_client.command(old_ddl)
+    chdb_client.command(
+        f"INSERT INTO {db}.messages (environment, account_id, agent_id, thread_id, message_id, offset, "
+        "seq, role, content, created_at, token_count) "
+        "VALUES ('test', 'acct', 'agent', 't1', 'm0', 0, 1, 'user', 'old groups', now64(6), 2)"
+    )
+    store = ClickHouseTranscriptStore(clickhouse_dsn, database=db)
+    try:
+        await store.ensure_schema()
+        await store.ensure_schema()  # idempotent
+        await store.insert([row("t1", 1, "new groups")])
+        stored = chdb_client.query(f"SELECT offset, terms FROM {db}.messages ORDER BY offset").result_rows
+        assert [tuple(r) for r in stored] == [(0, []), (1, ["new", "group"])]
+        indexes = chdb_client.query(
+            f"SELECT name FROM system.data_skipping_indices WHERE database = '{db}' AND table = 'messages'"
+        ).result_rows
+        assert ("terms_text",) in indexes
+        assert await store.row_count() == 2
+    finally:
+        await store.close()
 
 
 async def test_dedup_view_shows_one_row_per_message(
