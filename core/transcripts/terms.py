@@ -2,10 +2,11 @@
 time (`messages.terms`) and at query time.
 
 `terms(text)`, in text order, repeats kept (BM25 counts them):
-1. lower-case (`str.lower`);
-2. words: maximal runs of Unicode letters and digits (`[^\\W_]`), where an apostrophe between two
-   such runs stays inside the word (`don't`, `caroline's`; the typographic U+2019 is read as `'`), as
-   Snowball's stop list and stemmer expect; everything else separates words;
+1. NFKC-normalised (fullwidth `A` is `A`, the ligature `fi` is `fi`), then lower-cased (`str.lower`);
+2. words: maximal runs of Unicode letters, digits and combining marks (category M: the vowel signs
+   of Devanagari, Thai, ...; `[^\\W_]` alone would split `नमस्ते`), where an apostrophe between
+   two such runs stays inside the word (`don't`, `caroline's`; the typographic U+2019 is read as
+   `'`), as Snowball's stop list and stemmer expect; everything else separates words;
 3. stop words dropped: the Snowball project's English stop-word list (`STOP_WORDS`, below);
 4. each remaining word stemmed by the Snowball English stemmer (PyStemmer, MIT/BSD): `groups` ->
    `group`, `caroline's` -> `carolin`. Words of other scripts pass through the English stemmer
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import re
 import threading
+import unicodedata
 
 import Stemmer
 
@@ -52,8 +54,25 @@ MAX_QUERY_TERMS = 64
 INDEXED_ROLES = ("user", "assistant")
 """The roles whose messages have terms: the ones search returns (`core.transcripts.search`)."""
 
-_WORD_RE = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
-_APOSTROPHES = str.maketrans({"\u2019": "'"})
+
+def _mark_class() -> str:
+    """A regex class body of the combining marks (Unicode category M) of planes 0-1, plus the
+    variation selectors supplement: built once at import (~0.1 s)."""
+    ranges: list[tuple[int, int]] = []
+    for cp in range(0x20000):
+        if unicodedata.category(chr(cp))[0] == "M":
+            if ranges and ranges[-1][1] == cp - 1:
+                ranges[-1] = (ranges[-1][0], cp)
+            else:
+                ranges.append((cp, cp))
+    ranges.append((0xE0100, 0xE01EF))
+    return "".join(f"\\U{low:08x}-\\U{high:08x}" for low, high in ranges)
+
+
+_CHAR = rf"[\w{_mark_class()}]"  # `_` is made a space first
+_WORD_RE = re.compile(rf"{_CHAR}+(?:'{_CHAR}+)*")
+_ASCII_WORD_RE = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")  # the same on ASCII text, ~9x faster
+_SEPARATORS = str.maketrans({"\u2019": "'", "_": " "})
 _local = threading.local()
 
 
@@ -67,7 +86,9 @@ def _stemmer() -> Stemmer.Stemmer:
 
 def words(text: str) -> list[str]:
     """The lower-cased words of `text` (steps 1-2 of the module doc), stop words included."""
-    return _WORD_RE.findall(text.lower().translate(_APOSTROPHES))
+    if text.isascii():
+        return _ASCII_WORD_RE.findall(text.lower())
+    return _WORD_RE.findall(unicodedata.normalize("NFKC", text).lower().translate(_SEPARATORS))
 
 
 def terms(text: str) -> list[str]:

@@ -46,6 +46,11 @@ def test_stop_words_are_snowballs_only() -> None:
 
 def test_other_scripts_and_odd_strings() -> None:
     assert terms("Straße 東京タワー 2023年 café") == ["straße", "東京タワー", "2023年", "café"]
+    # combining marks stay inside words (Devanagari vowel signs, a decomposed accent)
+    assert terms("नमस्ते दुनिया") == ["नमस्ते", "दुनिया"]
+    assert terms("cafe\u0301 İstanbul") == terms("café i\u0307stanbul")
+    # NFKC: fullwidth letters and ligatures are the plain ones
+    assert terms("\uff21\uff22\uff23 \ufb01sh") == ["abc", "fish"]
     assert terms("") == []
     assert terms("\ud800 \x00 \U0001f600 ...") == []  # a lone surrogate, NUL, an emoji: no word
 
@@ -83,6 +88,13 @@ def test_never_raises_and_is_deterministic(text: str) -> None:
     first = terms(text)
     assert first == terms(text)
     assert all(term and term == term.lower() for term in first)
+
+
+@given(st.text(alphabet=st.characters(codec="ascii")))
+def test_ascii_text_has_the_words_of_the_unicode_path(text: str) -> None:
+    from core.transcripts import terms as module
+
+    assert words(text) == module._WORD_RE.findall(text.lower().translate(module._SEPARATORS))
 
 
 @given(st.text())
