@@ -6,10 +6,14 @@ time (`messages.terms`) and at query time.
 2. words: maximal runs of Unicode letters, digits and combining marks (category M: the vowel signs
    of Devanagari, Thai, ...; `[^\\W_]` alone would split `नमस्ते`), where an apostrophe between
    two such runs stays inside the word (`don't`, `caroline's`; the typographic U+2019 is read as
-   `'`), as Snowball's stop list and stemmer expect; everything else separates words;
-3. stop words dropped: the Snowball project's English stop-word list (`STOP_WORDS`, below);
-4. each remaining word stemmed by the Snowball English stemmer (PyStemmer, MIT/BSD): `groups` ->
-   `group`, `caroline's` -> `carolin`. Words of other scripts pass through the English stemmer
+   `'`), as Snowball's stop list expects; everything else separates words;
+3. stop words dropped: the Snowball project's English stop-word list (`STOP_WORDS`, below), which
+   has the contractions (`don't`, `i'm`);
+4. a word kept that has apostrophes loses a possessive `'s` and is split at the others
+   (`caroline's` -> `caroline`, `l'école` -> `l`, `école`; `o'clock` -> `o`, `clock`), the parts
+   that are stop words dropped: elisions of other languages still match their words;
+5. each remaining word stemmed by the Snowball English stemmer (PyStemmer, MIT/BSD): `groups` ->
+   `group`, `caroline` -> `carolin`. Words of other scripts pass through the English stemmer
    unchanged or nearly so: they are still matched exactly.
 
 `query_terms(text)`: the distinct terms in order, at most `MAX_QUERY_TERMS`. A text of stop words
@@ -93,7 +97,16 @@ def words(text: str) -> list[str]:
 
 def terms(text: str) -> list[str]:
     """The search terms of `text`, in order, repeats kept (module doc)."""
-    kept = [word for word in words(text) if word not in STOP_WORDS]
+    kept: list[str] = []
+    for word in words(text):
+        if word in STOP_WORDS:
+            continue
+        if "'" not in word:
+            kept.append(word)
+            continue
+        if word.endswith("'s"):
+            word = word[:-2]
+        kept.extend(part for part in word.split("'") if part not in STOP_WORDS)
     return list(_stemmer().stemWords(kept)) if kept else []
 
 

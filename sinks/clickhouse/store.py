@@ -14,6 +14,10 @@ Values are always bound parameters (`{name:Type}` placeholders: sent to the serv
 parameters over HTTP, handed to chdb's own parameter binding in-process), never formatted into
 SQL; only database and table names are, after `check_identifier`.
 
+Search ranks by BM25 (`core.transcripts.bm25`) over the `terms` column, with statistics from the
+caller's scope only (`SEARCH_SQL`); the query's terms (`core.transcripts.terms.query_terms`) are
+bound as an `Array(String)`.
+
 Reads are dedup-safe: each message counts once although the table may still hold a copy that the
 `ReplacingMergeTree` has not merged away yet (`LIMIT 1 BY` the message key, or `uniqExact` over it).
 Errors: connection failures and transient server errors (timeouts, too many parts, memory limit,
@@ -23,7 +27,6 @@ schema mismatch) propagate.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -40,6 +43,8 @@ from core.stores.transcripts import (
     TranscriptRow,
     TranscriptScope,
 )
+from core.transcripts.bm25 import K1, B
+from core.transcripts.terms import query_terms
 from core.transcripts.tool_calls import ToolCallMessage, group_calls
 from sinks.clickhouse.client import ClickHouseClient
 from sinks.clickhouse.schema import (
@@ -55,24 +60,36 @@ from sinks.clickhouse.schema import (
     upgrade_table,
 )
 
-_TOKEN_SPLIT_RE = re.compile(r"[\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]+")
-"""What the `splitByNonAlpha` tokenizer splits on: every ASCII character that is not a letter or
-a digit (non-ASCII characters belong to tokens)."""
-
-MAX_QUERY_TOKENS = 64
-
-QUERY_TOKENS_SQL = (
-    "arraySlice(arrayDistinct(tokens(lowerUTF8({query:String}), 'splitByNonAlpha')), 1, "
-    f"{MAX_QUERY_TOKENS})"
-)
-"""The search tokens of the bound `query`, made in SQL exactly as the content index makes its
-tokens (`lowerUTF8`, then `splitByNonAlpha`): the distinct ones, in order, at most 64. Lower-casing
-in Python instead would disagree with the server's Unicode tables for some characters."""
-
-
-def has_query_tokens(query: str) -> bool:
-    """True when `query` has at least one token (a letter, a digit or a non-ASCII character)."""
-    return any(_TOKEN_SPLIT_RE.split(query))
+SEARCH_SQL = """
+WITH {{terms:Array(String)}} AS q
+SELECT thread_id, message_id, offset, role, content, created_at,
+       arraySum(arrayMap((t, df) -> if(
+           df = 0, 0.,
+           log(1 + (n - df + 0.5) / (df + 0.5)) * countEqual(doc, t) * ({{k1:Float64}} + 1)
+           / (countEqual(doc, t) + {{k1:Float64}} * (1 - {{b:Float64}} + {{b:Float64}} * length(doc) / avgdl))
+       ), q, dfs)) AS score
+FROM (
+    SELECT thread_id, message_id, offset, role, content, created_at, {doc} AS doc
+    FROM {table}
+    WHERE {where} AND role IN ('user', 'assistant') AND ({candidates})
+    LIMIT 1 BY thread_id, offset
+) AS hits
+CROSS JOIN (
+    SELECT count() AS n, avg(length(doc)) AS avgdl,
+           sumForEach(arrayMap(t -> toUInt64(has(doc, t)), q)) AS dfs
+    FROM (
+        SELECT {doc} AS doc
+        FROM {table}
+        WHERE {where} AND role IN ('user', 'assistant')
+        LIMIT 1 BY thread_id, offset
+    )
+) AS stats
+ORDER BY score DESC, created_at DESC, thread_id, offset
+LIMIT {{limit:UInt32}}
+"""
+"""BM25 (`core.transcripts.bm25`) of the messages of one scope (`where`) having a query term
+(`candidates`, answered by the `terms` text index): N, avgdl and df(t) from the same scope's
+messages only, each message counted once (`LIMIT 1 BY` its key in both subqueries)."""
 
 
 def _utc(value: datetime) -> datetime:
@@ -231,25 +248,17 @@ class ClickHouseTranscriptStore:
         thread_id: str | None = None,
         limit: int = 10,
     ) -> list[MessageHit]:
-        if not has_query_tokens(query) or limit < 1:
-            return []
-        params: dict[str, Any] = {"query": query, "limit": limit}
+        terms = query_terms(query)
+        if not terms or limit < 1:
+            return []  # only stop words (or no word): nothing says what to look for
+        params: dict[str, Any] = {"terms": terms, "limit": limit, "k1": K1, "b": B}
         where = _scope_filter(scope, params)
         if thread_id is not None:
             params["thread_id"] = thread_id
             where += " AND thread_id = {thread_id:String}"
-        sql = f"""
-WITH {QUERY_TOKENS_SQL} AS query_tokens
-SELECT thread_id, message_id, offset, role, content, created_at,
-       arrayCount(t -> has(tokens(lowerUTF8(content), 'splitByNonAlpha'), t), query_tokens) AS score
-FROM {self._table(None)}
-WHERE {where}
-  AND role IN ('user', 'assistant')
-  AND hasAnyTokens(content, query_tokens)
-ORDER BY score DESC, created_at DESC, thread_id, offset
-LIMIT 1 BY thread_id, offset
-LIMIT {{limit:UInt32}}
-"""
+        sql = SEARCH_SQL.format(
+            table=self._table(None), where=where, doc="terms", candidates="hasAny(terms, q)"
+        )
         result = await self._client.run("search", lambda c: c.query(sql, parameters=params).result_rows)
         return [
             MessageHit(

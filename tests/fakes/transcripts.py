@@ -3,10 +3,10 @@
 What the contract suite (`tests/core/stores/test_transcripts.py`) asserts of every store holds
 here: rows are keyed by (environment, account, thread, offset), so an insert of the same message
 again never shows twice; reads are scoped to one tenant (a scope without a user reads only the
-threads without one); search returns user and assistant messages only. Search ranks by the number
-of distinct query tokens a message contains (tokens: runs of ASCII letters and digits and any
-non-ASCII characters, lower-cased), then the newest first; the contract asserts membership, not
-scores.
+threads without one); search returns user and assistant messages only. Search ranks like the real store: BM25
+(`core.transcripts.bm25.scores`) of the rows' `terms` for the query's terms
+(`core.transcripts.terms.query_terms`), statistics from the scope's rows only, then the newest
+first; the contract asserts membership and order, the real store's tests the scores.
 
 Test hooks: `rows` is the live table's rows as inserted (tests may preset or replace it),
 `rebuild_tables` the others'; `inserts` records every insert call (table, rows), `searches` every
@@ -16,7 +16,6 @@ search return every role (a misbehaving store); `closed` says whether `close` wa
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -29,17 +28,13 @@ from core.stores.transcripts import (
     TranscriptRow,
     TranscriptScope,
 )
+from core.transcripts.bm25 import scores
+from core.transcripts.terms import query_terms, terms
 from core.transcripts.tool_calls import ToolCallMessage, group_calls
-
-_SPLIT = re.compile(r"[\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]+")
 
 RowKey = tuple[str, str, str, int]
 
 LIVE_TABLE = "messages"
-
-
-def _tokens(text: str) -> set[str]:
-    return {t for t in _SPLIT.split(text.lower()) if t}
 
 
 def _key(row: TranscriptRow) -> RowKey:
@@ -94,14 +89,18 @@ class InMemoryTranscriptStore:
         self, scope: TranscriptScope, query: str, *, thread_id: str | None = None, limit: int = 10
     ) -> list[MessageHit]:
         self.searches.append({"scope": scope, "query": query, "thread_id": thread_id, "limit": limit})
-        wanted = _tokens(query)
+        wanted = query_terms(query)
+        rows = [
+            row
+            for row in _distinct(self.rows)
+            if _in_scope(row, scope)
+            and (thread_id is None or row.thread_id == thread_id)
+            and (not self.filter_roles or row.role in ("user", "assistant"))
+        ]
         hits = []
-        for row in _distinct(self.rows):
-            if not _in_scope(row, scope) or (thread_id is not None and row.thread_id != thread_id):
-                continue
-            if self.filter_roles and row.role not in ("user", "assistant"):
-                continue
-            score = len(wanted & _tokens(row.content))
+        # a misbehaving store matches every role's content (other roles have no stored terms)
+        documents = [row.terms if self.filter_roles else tuple(terms(row.content)) for row in rows]
+        for row, score in zip(rows, scores(wanted, documents), strict=True):
             if score:
                 hits.append(
                     MessageHit(

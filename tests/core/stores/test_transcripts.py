@@ -2,7 +2,7 @@
 and ClickHouse (chdb). Writes are dedup-safe, reads are scoped to one tenant, search returns user
 and assistant messages only and treats query text as data, tool calls are paired and read in
 pages. Search is asserted by membership (and order only where both rank alike: distinct tokens,
-then recency), never by score. ClickHouse-only details (SQL binding, the dedup view, ranking
+BM25 then recency), never by score. ClickHouse-only details (SQL binding, the dedup view, ranking
 scores, tokenizer edges) are in `tests/sinks/clickhouse/test_store.py`."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from core.stores.transcripts import TranscriptScope, TranscriptStore
+from core.transcripts.terms import query_terms
 from tests.fakes.transcripts import InMemoryTranscriptStore
 from tests.sinks.clickhouse.rows import BASE_TIME, row, tool_exchange
 
@@ -155,6 +156,35 @@ async def test_hostile_query_text_is_only_data(store: TranscriptStore, hostile: 
 async def test_empty_token_list_returns_nothing(store: TranscriptStore) -> None:
     await store.insert([row("t1", 0, "something")])
     assert await store.search(SCOPE, " ,.;!? ") == []
+
+
+async def test_a_query_of_stop_words_only_returns_nothing(store: TranscriptStore) -> None:
+    """No word of it says what to look for: [] rather than every message of the scope."""
+    await store.insert([row("t1", 0, "what is it that they were doing"), row("t1", 1, "something")])
+    assert await store.search(SCOPE, "What is it that they were doing?") == []
+    assert [h.offset for h in await store.search(SCOPE, "what were they doing with something")] == [1]
+
+
+async def test_rare_terms_outrank_common_ones_and_stems_match(store: TranscriptStore) -> None:
+    await store.insert(
+        [row("t1", i, f"we talked about the weather again {i}") for i in range(8)]
+        + [row("t2", 0, "Caroline went to the adoption agencies")]
+    )
+    hits = await store.search(SCOPE, "weather adoption agency", limit=3)
+    assert (hits[0].thread_id, hits[0].offset) == ("t2", 0)
+    assert [h.thread_id for h in hits[1:]] == ["t1", "t1"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Ünïcödé ñoño 東京 🙂 \x00 \u200b", "\ufeff\u0301\u0301", "Ⅻ ½ ² ﬀ", "\U0010ffff \U000e0100x"],
+)
+async def test_non_english_and_odd_text_is_stored_and_searched(store: TranscriptStore, text: str) -> None:
+    await store.insert([row("t1", 0, text)])
+    for query in (text, text.upper(), f"{text} more"):
+        await store.search(SCOPE, query)  # never raises
+    if query_terms(text):
+        assert [h.offset for h in await store.search(SCOPE, text)] == [0]
 
 
 async def test_tool_call_info_and_byte_paging_of_a_200_kb_result(

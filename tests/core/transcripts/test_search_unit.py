@@ -96,9 +96,9 @@ async def test_offline_model_summarizes_each_matching_thread() -> None:
     assert [t["thread_id"] for t in threads] == ["t1", "t2"]
     t1 = threads[0]
     assert "refund" in t1["summary"].lower() and "invoice 42" in t1["summary"]
-    assert t1["matches"] == [
-        {"message_id": "t1-m1", "offset": 1, "role": "assistant"},
+    assert t1["matches"] == [  # BM25: both hold both words, the shorter message first
         {"message_id": "t1-m0", "offset": 0, "role": "user"},
+        {"message_id": "t1-m1", "offset": 1, "role": "assistant"},
     ]
     assert "refund" in threads[1]["summary"].lower()
     assert all("note" not in t for t in threads)

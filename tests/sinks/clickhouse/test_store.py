@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 
 from core.stores.transcripts import TranscriptScope, TranscriptUnavailable
+from core.transcripts.bm25 import scores
+from core.transcripts.terms import query_terms
 from sinks.clickhouse.schema import TERMS_INDEX, create_database, create_table
-from sinks.clickhouse.store import ClickHouseTranscriptStore, has_query_tokens
+from sinks.clickhouse.store import ClickHouseTranscriptStore
 from tests.sinks.clickhouse.rows import BASE_TIME, row
 
 SCOPE = TranscriptScope(environment="test", account_id="acct", agent_id="agent")
@@ -109,31 +111,75 @@ async def test_dedup_view_shows_one_row_per_message(
     assert chdb_client.query(f"SELECT count() FROM {db}.messages_dedup").result_rows[0][0] == 3
 
 
-async def test_search_ranks_by_distinct_tokens_matched_then_recency(
+async def test_search_ranks_by_bm25_of_the_scope_then_recency(
     transcript_store: ClickHouseTranscriptStore,
 ) -> None:
-    await transcript_store.insert(
-        [
-            row("t1", 0, "The red apple fell."),
-            row("t1", 1, "A red APPLE and a green pear", role="assistant"),
-            row("t2", 0, "apple apple apple apple"),
-            row("t2", 1, "nothing relevant here"),
-            row("t2", 2, "red"),
-        ]
-    )
-    hits = await transcript_store.search(SCOPE, "Apple, red pear?", limit=10)
-    assert [(h.thread_id, h.offset, h.score) for h in hits] == [
-        ("t1", 1, 3.0),  # apple + red + pear
-        ("t1", 0, 2.0),  # apple + red
-        ("t2", 2, 1.0),  # red, newer than ...
-        ("t2", 0, 1.0),  # ... apple (repetition does not count)
+    rows = [
+        row("t1", 0, "The red apple fell."),
+        row("t1", 1, "A red APPLE and a green pear", role="assistant"),
+        row("t2", 0, "apple apple apple apple"),
+        row("t2", 1, "nothing relevant here"),
+        row("t2", 2, "red"),
+        row("t3", 0, "red"),  # same document as t2/2, older (BASE_TIME + 0 min)
+        row("t3", 1, "a pear tree in the system prompt", role="system"),  # not a document
     ]
+    await transcript_store.insert(rows)
+    await transcript_store.insert(rows)  # copies not merged yet count once, in results and statistics
+    query = "Apples, red pear?"
+    hits = await transcript_store.search(SCOPE, query, limit=10)
+    documents = [r.terms for r in rows if r.role != "system"]
+    keys = [(r.thread_id, r.offset) for r in rows if r.role != "system"]
+    expected = dict(zip(keys, scores(query_terms(query), documents), strict=True))
+    assert [(h.thread_id, h.offset) for h in hits] == [("t1", 1), ("t1", 0), ("t2", 0), ("t2", 2), ("t3", 0)]
+    for h in hits:
+        assert h.score == pytest.approx(expected[(h.thread_id, h.offset)], rel=1e-9)
+    assert hits[3].score == hits[4].score  # a tie: the newer first
     assert hits[0].role == "assistant" and hits[0].message_id == "t1-m1"
     assert hits[0].created_at.tzinfo is not None
     limited = await transcript_store.search(SCOPE, "apple red pear", limit=2)
     assert [(h.thread_id, h.offset) for h in limited] == [("t1", 1), ("t1", 0)]
+    # within one thread, the statistics are the thread's (the same filter as the search)
     in_thread = await transcript_store.search(SCOPE, "apple red", thread_id="t2")
-    assert [(h.thread_id, h.offset) for h in in_thread] == [("t2", 2), ("t2", 0)]
+    t2 = [r for r in rows if r.thread_id == "t2"]
+    t2_scores = scores(query_terms("apple red"), [r.terms for r in t2])
+    assert [(h.offset, h.score) for h in in_thread] == [
+        (t2[0].offset, pytest.approx(t2_scores[0])),
+        (t2[2].offset, pytest.approx(t2_scores[2])),
+    ]
+
+
+async def test_statistics_never_cross_scopes(transcript_store: ClickHouseTranscriptStore) -> None:
+    """N, avgdl and df come from the caller's scope only: another account, agent, user or
+    environment filling the table with the query's terms changes neither the scores nor the order."""
+    mine = [row("t1", 0, "mango smoothie recipe"), row("t1", 1, "banana bread", role="assistant")]
+    await transcript_store.insert(mine)
+    before = await transcript_store.search(SCOPE, "mango banana")
+    crowd = [
+        row(
+            f"x{i}",
+            0,
+            "mango mango banana",
+            account_id=account,
+            agent_id=agent,
+            user_id=user,
+            environment=env,
+        )
+        for i, (env, account, agent, user) in enumerate(
+            [("test", "other", "agent", None), ("test", "acct", "agent-2", None)] * 20
+            + [("test", "acct", "agent", "u1"), ("prod", "acct", "agent", None)] * 20
+        )
+    ]
+    await transcript_store.insert(crowd)
+    after = await transcript_store.search(SCOPE, "mango banana")
+    assert [(h.thread_id, h.offset, h.score) for h in after] == [
+        (h.thread_id, h.offset, h.score) for h in before
+    ]
+    expected = scores(["mango", "banana"], [r.terms for r in mine])
+    assert sorted(h.score for h in after) == pytest.approx(sorted(expected))
+    # and the crowded user's own scope sees only its own 20 messages
+    u1 = TranscriptScope(environment="test", account_id="acct", agent_id="agent", user_id="u1")
+    theirs = await transcript_store.search(u1, "mango", limit=50)
+    assert len(theirs) == 20 and {h.thread_id for h in theirs} == {f"x{i}" for i in range(40, 80, 2)}
 
 
 async def test_the_stores_own_statements_bind_every_value(
@@ -168,43 +214,42 @@ async def test_the_stores_own_statements_bind_every_value(
     assert hit.offset == 0
     # the values travel escaped for the parameter format: look for the part without quotes
     reads = [(sql, params) for sql, params in sent if "OR 1=1 --" in " ".join(map(str, params.values()))]
-    assert len(reads) == 5
+    assert len(reads) == 4  # the last search sends the query's terms, not its text
     for sql, params in reads:
         assert "1=1" not in sql
         assert params and all(name.startswith("param_") for name in params)
 
 
-async def test_search_lowercases_the_query_like_the_index_does(
+async def test_search_matches_query_and_messages_through_the_same_terms(
     transcript_store: ClickHouseTranscriptStore,
 ) -> None:
-    """The query is lower-cased by the engine's lowerUTF8, as the content index is: characters
-    whose lower case Python (3.11's Unicode tables) does not know still match."""
+    """Both sides are made terms by `core.transcripts.terms` (NFKC, lower case, Snowball stems):
+    inflections, case, fullwidth forms and other scripts meet."""
     await transcript_store.insert(
         [
             row("t1", 0, "Trip to İstanbul"),
             row("t1", 1, "ΟΔΟΣ ΑΘΗΝΑΣ"),
             row("t1", 2, "fullwidth \uff21\uff22\uff23"),  # FULLWIDTH A B C
-            row("t1", 3, "Latin letter ɤ here"),  # U+0264, the lower case of U+A7CB
+            row("t1", 3, "She joined the support groups"),
             row("t1", 4, "Straße und STRASSE"),
+            row("t1", 5, "नमस्ते दुनिया 東京タワー"),
         ]
     )
-    assert "\ua7cb".lower() == "\ua7cb"  # Python 3.11 has no lower case for it
     cases = {
         "İSTANBUL": [0],
-        "i̇stanbul": [0],
+        "i\u0307stanbul": [0],
         "οδος": [1],
         "ΑΘΗΝΑΣ": [1],
+        "abc": [2],
         "\uff41\uff42\uff43": [2],  # fullwidth a b c
-        "\ua7cb": [3],
+        "Who joins a supporting group?": [3],
         "STRAẞE": [4],
         "strasse": [4],
+        "दुनिया": [5],
+        "東京タワー": [5],
     }
     for query, offsets in cases.items():
         assert [h.offset for h in await transcript_store.search(SCOPE, query)] == offsets, query
-    # tokens count once each after lower-casing: "Apple APPLE apple" is one token
-    await transcript_store.insert([row("t2", 0, "apple pie")])
-    [hit] = await transcript_store.search(SCOPE, "Apple APPLE apple")
-    assert (hit.thread_id, hit.score) == ("t2", 1.0)
 
 
 async def test_a_swap_leaves_the_live_table_and_its_dedup_view(
@@ -221,10 +266,6 @@ async def test_a_swap_leaves_the_live_table_and_its_dedup_view(
     assert chdb_client.query(f"SELECT count() FROM {db}.messages_dedup").result_rows[0][0] == 2
     with pytest.raises(ValueError):
         await transcript_store.swap_in("messages")
-
-
-def test_query_tokens_are_letters_digits_and_non_ascii() -> None:
-    assert not has_query_tokens(" ,.;!?_ ") and has_query_tokens("_é_") and has_query_tokens("-4-")
 
 
 async def test_calls_run_off_the_event_loop(transcript_store: ClickHouseTranscriptStore) -> None:
