@@ -30,6 +30,7 @@ from functools import partial
 
 from core.stores.transcripts import Role, TranscriptRow
 from core.transcripts.terms import message_terms
+from processors.transcript_context import with_context
 
 COMMON = (
     "the to and a i you it of is that in for we this be on can with have not my your are do will "
@@ -149,7 +150,7 @@ class Corpus:
                 text = " ".join(words)
                 rows.append(row(role, text[0].upper() + text[1:] + "."))
             produced += length
-            yield rows
+            yield with_context(rows, {})  # as the projection writes them
 
 
 Call = tuple[str, str | None, str | None, str | None]

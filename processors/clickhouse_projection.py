@@ -6,8 +6,11 @@ Input: `journal.messages` (key `thread_id`, value a version-1 journal message, s
 
 The pure part, `rows(batch)`, decodes each record into a `TranscriptRow`; a record that can never
 be projected (no value, not a version-1 message, a key that is not the message's thread) raises
-`InvalidMessage` and is dead-lettered. The effect is one `TranscriptStore.insert(rows)`; the
-runtime commits the batch's offsets only after it returned. Idempotence: a row is identified by
+`InvalidMessage` and is dead-lettered. Each user/assistant row then gets its context (the terms
+of the message before it in its thread: `processors.transcript_context`, from the batch, a
+per-thread cache, or one `TranscriptStore.previous_terms` lookup for the threads the cache lacks).
+The effect is one `TranscriptStore.insert(rows)`; the runtime commits the batch's offsets only
+after it returned. Idempotence: a row is identified by
 (environment, account_id, thread_id, offset) and every read of the store is dedup-safe, so a
 redelivered or replayed batch never shows a message twice.
 
@@ -26,6 +29,7 @@ from collections.abc import Sequence
 from core.journal.models import Message
 from core.stores.transcripts import TranscriptRow, TranscriptStore, TranscriptUnavailable
 from core.transcripts.terms import message_terms
+from processors.transcript_context import DEFAULT_CACHE_THREADS, ContextCache, first_offsets, with_context
 from streams.codecs import journal_messages
 from streams.runtime.processor import InvalidMessage, Processor, Record, decoding
 
@@ -94,6 +98,7 @@ class ClickHouseProjection(Processor):
         close_store: bool = True,
         batch_size: int | None = BATCH_SIZE,
         batch_wait_s: float | None = BATCH_WAIT_S,
+        context_cache_threads: int = DEFAULT_CACHE_THREADS,
     ) -> None:
         self.name = name
         self.source_topics = (SOURCE_TOPIC,)
@@ -103,6 +108,7 @@ class ClickHouseProjection(Processor):
         self.batch_size = batch_size
         self.batch_wait_s = batch_wait_s
         self._schema_ready = False
+        self._context = ContextCache(context_cache_threads)
 
     def rows(self, batch: Sequence[Record]) -> list[TranscriptRow]:
         return rows(batch)
@@ -129,7 +135,12 @@ class ClickHouseProjection(Processor):
         if not projected:
             return
         await self._ensure_schema()
-        await self.store.insert(projected, table=self.table)
+        prior, missing = self._context.split(first_offsets(projected))
+        if missing:
+            prior.update(await self.store.previous_terms(missing, table=self.table))
+        stored = with_context(projected, prior)
+        await self.store.insert(stored, table=self.table)
+        self._context.remember(stored)
 
     async def stop(self) -> None:
         if self.close_store:

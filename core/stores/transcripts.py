@@ -18,7 +18,7 @@ never reachable from a tenant's request.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
@@ -53,6 +53,19 @@ class TranscriptRow:
     terms: tuple[str, ...] = ()
     """The search terms of the content (`core.transcripts.terms.message_terms`: () unless the
     role is searched), what search matches and weighs."""
+    context_terms: tuple[str, ...] = ()
+    """For a message with `terms`, the `terms` of the latest earlier message of its thread that has
+    some (() for the first; () for a message without terms): part of its search document, so a
+    reply is found by the words of what it answers. Filled by the projection
+    (`processors.transcript_context`)."""
+
+
+ThreadKey = tuple[str, str, str, str]
+"""(environment, account_id, agent_id, thread_id): a thread, the prefix of the table's sorting key."""
+
+
+def thread_key(row: TranscriptRow) -> ThreadKey:
+    return (row.environment, row.account_id, row.agent_id, row.thread_id)
 
 
 @dataclass(frozen=True)
@@ -132,6 +145,14 @@ class TranscriptStore(Protocol):
         `table`: a rebuild table from `create_rebuild_table` (default: the live table).
         Raises TranscriptUnavailable on a transient failure (nothing is half-visible twice:
         a retry of the same rows is harmless)."""
+
+    async def previous_terms(
+        self, before: Mapping[ThreadKey, int], *, table: str | None = None
+    ) -> dict[ThreadKey, tuple[str, ...]]:
+        """For each thread of `before`, the `terms` of its latest message with (non-empty) terms
+        whose offset is below the given one (threads without such a message are left out); `table` as
+        for `insert`. Operator read for the projection (the context of a batch's first
+        messages), never reachable from a tenant's request."""
 
     async def search(
         self,

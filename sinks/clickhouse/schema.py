@@ -10,8 +10,9 @@ transcript tools and by data teams (README, "Transcript projection (ClickHouse) 
   is dedup-safe before that (`LIMIT 1 BY` the key, `uniqExact` over it, or `FINAL`);
 - `PARTITION BY toYYYYMM(created_at)`: time-range queries prune months;
 - `terms`: the search terms of a user or assistant message (`core.transcripts.terms`; empty for
-  the other roles, and for rows written before the column existed, until a rebuild), with a
-  `text` index whose tokens are the array's elements;
+  the other roles, and for rows written before the column existed, until a rebuild), and
+  `context_terms`, the `terms` of the user/assistant message before it in its thread (its search
+  document is both), each with a `text` index whose tokens are the array's elements;
 - a `text` index on `content` (tokens split on non-alphanumeric ASCII characters, lower-cased by
   the `lowerUTF8` preprocessor: search tokens must be lower-cased the same way, in SQL, e.g.
   `tokens(lowerUTF8(q), 'splitByNonAlpha')`) and a bloom filter on `tool_call_id`;
@@ -55,6 +56,7 @@ COLUMNS: tuple[str, ...] = (
     "created_at",
     "token_count",
     "terms",
+    "context_terms",
 )
 """The columns an insert writes, in order (`inserted_at` takes its default)."""
 
@@ -73,6 +75,7 @@ def create_database(database: str) -> str:
 
 TERMS_INDEX = "INDEX terms_text terms TYPE text(tokenizer = 'array')"
 """The text index of the search terms: each array element one token (`hasAny(terms, [...])`)."""
+CONTEXT_TERMS_INDEX = "INDEX context_terms_text context_terms TYPE text(tokenizer = 'array')"
 
 
 def upgrade_table(database: str, table: str = TABLE) -> list[str]:
@@ -81,7 +84,9 @@ def upgrade_table(database: str, table: str = TABLE) -> list[str]:
     name = f"{check_identifier(database)}.{check_identifier(table)}"
     return [
         f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS terms Array(String) AFTER inserted_at",
+        f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS context_terms Array(String) AFTER terms",
         f"ALTER TABLE {name} ADD {TERMS_INDEX.replace('INDEX', 'INDEX IF NOT EXISTS', 1)}",
+        f"ALTER TABLE {name} ADD {CONTEXT_TERMS_INDEX.replace('INDEX', 'INDEX IF NOT EXISTS', 1)}",
     ]
 
 
@@ -108,9 +113,11 @@ CREATE TABLE IF NOT EXISTS {check_identifier(database)}.{check_identifier(table)
     token_count UInt32,
     inserted_at DateTime64(6, 'UTC') DEFAULT now64(6),
     terms Array(String),
+    context_terms Array(String),
     INDEX content_text content TYPE text(tokenizer = splitByNonAlpha, preprocessor = lowerUTF8(content)),
     INDEX tool_call_bloom tool_call_id TYPE bloom_filter GRANULARITY 1,
-    {TERMS_INDEX}
+    {TERMS_INDEX},
+    {CONTEXT_TERMS_INDEX}
 )
 ENGINE = ReplacingMergeTree(inserted_at)
 PARTITION BY toYYYYMM(created_at)

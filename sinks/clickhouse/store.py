@@ -14,7 +14,8 @@ Values are always bound parameters (`{name:Type}` placeholders: sent to the serv
 parameters over HTTP, handed to chdb's own parameter binding in-process), never formatted into
 SQL; only database and table names are, after `check_identifier`.
 
-Search ranks by BM25 (`core.transcripts.bm25`) over the `terms` column, with statistics from the
+Search ranks by BM25 (`core.transcripts.bm25`) over `terms` + `context_terms` (a message and the
+one before it), with statistics from the
 caller's scope only (`SEARCH_SQL`); the query's terms (`core.transcripts.terms.query_terms`) are
 bound as an `Array(String)`.
 
@@ -28,7 +29,7 @@ schema mismatch) propagate.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -38,6 +39,7 @@ from core.stores.transcripts import (
     MessageHit,
     Role,
     ThreadCount,
+    ThreadKey,
     ToolCallInfo,
     ToolCallPart,
     TranscriptRow,
@@ -116,6 +118,7 @@ def _row_values(row: TranscriptRow) -> list[Any]:
         _utc(row.created_at),
         row.token_count,
         list(row.terms),
+        list(row.context_terms),
     ]
 
 
@@ -240,6 +243,27 @@ class ClickHouseTranscriptStore:
 
     # ------------------------------------------------------------------ reads
 
+    async def previous_terms(
+        self, before: Mapping[ThreadKey, int], *, table: str | None = None
+    ) -> dict[ThreadKey, tuple[str, ...]]:
+        if not before:
+            return {}
+        keys = list(before)
+        params: dict[str, Any] = {"keys": keys, "befores": [before[key] for key in keys]}
+        # the IN set narrows by the sorting key's prefix; argMax over copies of one offset is either
+        keys_type = "Array(Tuple(String, String, String, String))"
+        sql = f"""
+WITH (environment, account_id, agent_id, thread_id) AS thread
+SELECT environment, account_id, agent_id, thread_id, argMax(terms, offset)
+FROM {self._table(table)}
+WHERE thread IN {{keys:{keys_type}}}
+  AND role IN ('user', 'assistant') AND notEmpty(terms)
+  AND offset < {{befores:Array(UInt64)}}[indexOf({{keys:{keys_type}}}, thread)]
+GROUP BY environment, account_id, agent_id, thread_id
+"""
+        rows = await self._client.run("previous terms", lambda c: c.query(sql, parameters=params).result_rows)
+        return {(r[0], r[1], r[2], r[3]): tuple(r[4]) for r in rows}
+
     async def search(
         self,
         scope: TranscriptScope,
@@ -257,7 +281,10 @@ class ClickHouseTranscriptStore:
             params["thread_id"] = thread_id
             where += " AND thread_id = {thread_id:String}"
         sql = SEARCH_SQL.format(
-            table=self._table(None), where=where, doc="terms", candidates="hasAny(terms, q)"
+            table=self._table(None),
+            where=where,
+            doc="arrayConcat(terms, context_terms)",
+            candidates="hasAny(terms, q) OR hasAny(context_terms, q)",
         )
         result = await self._client.run("search", lambda c: c.query(sql, parameters=params).result_rows)
         return [

@@ -17,16 +17,18 @@ search return every role (a misbehaving store); `closed` says whether `close` wa
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from core.stores.transcripts import (
     MessageHit,
     ThreadCount,
+    ThreadKey,
     ToolCallInfo,
     ToolCallPart,
     TranscriptRow,
     TranscriptScope,
+    thread_key,
 )
 from core.transcripts.bm25 import scores
 from core.transcripts.terms import query_terms, terms
@@ -85,6 +87,17 @@ class InMemoryTranscriptStore:
         self._table(table).extend(rows)
         self.inserts.append((table, list(rows)))
 
+    async def previous_terms(
+        self, before: Mapping[ThreadKey, int], *, table: str | None = None
+    ) -> dict[ThreadKey, tuple[str, ...]]:
+        latest: dict[ThreadKey, TranscriptRow] = {}
+        for row in _distinct(self._table(table)):
+            key = thread_key(row)
+            if key in before and row.terms and row.offset < before[key]:
+                if key not in latest or row.offset > latest[key].offset:
+                    latest[key] = row
+        return {key: row.terms for key, row in latest.items()}
+
     async def search(
         self, scope: TranscriptScope, query: str, *, thread_id: str | None = None, limit: int = 10
     ) -> list[MessageHit]:
@@ -99,7 +112,9 @@ class InMemoryTranscriptStore:
         ]
         hits = []
         # a misbehaving store matches every role's content (other roles have no stored terms)
-        documents = [row.terms if self.filter_roles else tuple(terms(row.content)) for row in rows]
+        documents = [
+            row.terms + row.context_terms if self.filter_roles else tuple(terms(row.content)) for row in rows
+        ]
         for row, score in zip(rows, scores(wanted, documents), strict=True):
             if score:
                 hits.append(

@@ -14,6 +14,7 @@ import pytest
 
 from core.stores.transcripts import TranscriptScope, TranscriptStore
 from core.transcripts.terms import query_terms
+from processors.transcript_context import with_context
 from tests.fakes.transcripts import InMemoryTranscriptStore
 from tests.sinks.clickhouse.rows import BASE_TIME, row, tool_exchange
 
@@ -156,6 +157,48 @@ async def test_hostile_query_text_is_only_data(store: TranscriptStore, hostile: 
 async def test_empty_token_list_returns_nothing(store: TranscriptStore) -> None:
     await store.insert([row("t1", 0, "something")])
     assert await store.search(SCOPE, " ,.;!? ") == []
+
+
+async def test_previous_terms_are_the_latest_searched_message_below_an_offset(store: TranscriptStore) -> None:
+    rows = [
+        row("t1", 0, "first question"),
+        row("t1", 1, "an answer", role="assistant"),
+        row("t1", 2, "", role="tool", tool_call_id="c1", tool_result="tool words"),
+        row("t1", 3, "system words", role="system"),
+        row("t1", 4, "later question"),
+        row("t1", 5, "what about you?", role="assistant"),  # stop words only: no terms
+        row("t2", 0, "other thread"),
+        row("t1", 0, "same thread id, other account", account_id="acct2"),
+    ]
+    await store.insert(rows)
+    await store.insert(rows[:2])  # copies count once
+    t1, t2, t3 = (("test", "acct", "agent", t) for t in ("t1", "t2", "t3"))
+    other = ("test", "acct2", "agent", "t1")
+    found = await store.previous_terms({t1: 4, t2: 0, t3: 9, other: 1})
+    assert found == {t1: rows[1].terms, other: rows[7].terms}  # tool/system skipped; none below 0
+    assert await store.previous_terms({t1: 1}) == {t1: rows[0].terms}
+    assert await store.previous_terms({t1: 99}) == {t1: rows[4].terms}  # 5 has no terms
+    assert await store.previous_terms({}) == {}
+    table = await store.create_rebuild_table()
+    assert await store.previous_terms({t1: 4}, table=table) == {}
+    await store.insert(rows[:1], table=table)
+    assert await store.previous_terms({t1: 4}, table=table) == {t1: rows[0].terms}
+
+
+async def test_a_reply_is_found_by_the_words_of_the_message_it_answers(store: TranscriptStore) -> None:
+    """A message's document holds the terms of the one before it (`context_terms`)."""
+    conversation = with_context(
+        [
+            row("t1", 0, "Where did Melanie go camping last summer?"),
+            row("t1", 1, "To the redwoods, with her kids.", role="assistant"),
+            row("t1", 2, "Nice weather there?"),
+        ],
+        {},
+    )
+    await store.insert(conversation)
+    hits = await store.search(SCOPE, "Melanie camping")
+    assert [h.offset for h in hits] == [0, 1]  # the question, then its answer (longer document)
+    assert sorted(h.offset for h in await store.search(SCOPE, "redwoods")) == [1, 2]  # its reply too
 
 
 async def test_a_query_of_stop_words_only_returns_nothing(store: TranscriptStore) -> None:

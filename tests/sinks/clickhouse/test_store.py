@@ -14,7 +14,8 @@ import pytest
 from core.stores.transcripts import TranscriptScope, TranscriptUnavailable
 from core.transcripts.bm25 import scores
 from core.transcripts.terms import query_terms
-from sinks.clickhouse.schema import TERMS_INDEX, create_database, create_table
+from processors.transcript_context import with_context
+from sinks.clickhouse.schema import CONTEXT_TERMS_INDEX, TERMS_INDEX, create_database, create_table
 from sinks.clickhouse.store import ClickHouseTranscriptStore
 from tests.sinks.clickhouse.rows import BASE_TIME, row
 
@@ -75,7 +76,11 @@ async def test_ensure_schema_upgrades_a_table_made_before_terms(
     """A live table of an earlier version keeps its rows (with empty terms until a rebuild) and
     takes the new column, its index and new rows."""
     db = clickhouse_database
-    old_ddl = create_table(db).replace("    terms Array(String),\n", "").replace(f",\n    {TERMS_INDEX}", "")
+    old_ddl = (
+        create_table(db)
+        .replace("    terms Array(String),\n    context_terms Array(String),\n", "")
+        .replace(f",\n    {TERMS_INDEX},\n    {CONTEXT_TERMS_INDEX}", "")
+    )
     assert "terms" not in old_ddl
     chdb_client.command(create_database(db))
     chdb_client.command(old_ddl)
@@ -88,13 +93,15 @@ async def test_ensure_schema_upgrades_a_table_made_before_terms(
     try:
         await store.ensure_schema()
         await store.ensure_schema()  # idempotent
-        await store.insert([row("t1", 1, "new groups")])
-        stored = chdb_client.query(f"SELECT offset, terms FROM {db}.messages ORDER BY offset").result_rows
-        assert [tuple(r) for r in stored] == [(0, []), (1, ["new", "group"])]
+        await store.insert([replace(row("t1", 1, "new groups"), context_terms=("old", "group"))])
+        stored = chdb_client.query(
+            f"SELECT offset, terms, context_terms FROM {db}.messages ORDER BY offset"
+        ).result_rows
+        assert [tuple(r) for r in stored] == [(0, [], []), (1, ["new", "group"], ["old", "group"])]
         indexes = chdb_client.query(
             f"SELECT name FROM system.data_skipping_indices WHERE database = '{db}' AND table = 'messages'"
         ).result_rows
-        assert ("terms_text",) in indexes
+        assert {("terms_text",), ("context_terms_text",)} <= set(indexes)
         assert await store.row_count() == 2
     finally:
         await store.close()
@@ -123,6 +130,7 @@ async def test_search_ranks_by_bm25_of_the_scope_then_recency(
         row("t3", 0, "red"),  # same document as t2/2, older (BASE_TIME + 0 min)
         row("t3", 1, "a pear tree in the system prompt", role="system"),  # not a document
     ]
+    # documents here are the terms alone; `context_terms` add to them (next test)
     await transcript_store.insert(rows)
     await transcript_store.insert(rows)  # copies not merged yet count once, in results and statistics
     query = "Apples, red pear?"
@@ -146,6 +154,31 @@ async def test_search_ranks_by_bm25_of_the_scope_then_recency(
         (t2[0].offset, pytest.approx(t2_scores[0])),
         (t2[2].offset, pytest.approx(t2_scores[2])),
     ]
+
+
+async def test_a_document_is_the_terms_and_the_context_terms(
+    transcript_store: ClickHouseTranscriptStore,
+) -> None:
+    rows = with_context(
+        [
+            row("t1", 0, "Where did Melanie go camping?"),
+            row("t1", 1, "To the redwoods.", role="assistant"),
+            row("t1", 2, "", role="tool", tool_call_id="c1", tool_result="camping"),
+            row("t1", 3, "Camping again next year", role="assistant"),
+            row("t2", 0, "melanie melanie"),
+        ],
+        {},
+    )
+    await transcript_store.insert(rows)
+    query = "melanie camping"
+    searched = [r for r in rows if r.role != "tool"]
+    expected = scores(query_terms(query), [r.terms + r.context_terms for r in searched])
+    hits = await transcript_store.search(SCOPE, query)
+    assert {(h.thread_id, h.offset): h.score for h in hits} == {
+        (r.thread_id, r.offset): pytest.approx(score) for r, score in zip(searched, expected, strict=True)
+    }
+    assert ("t1", 1) in {(h.thread_id, h.offset) for h in hits}  # found by its context alone
+    assert not set(query_terms(query)) & set(rows[1].terms)
 
 
 async def test_statistics_never_cross_scopes(transcript_store: ClickHouseTranscriptStore) -> None:

@@ -1,0 +1,112 @@
+"""The context of a projected message: the terms of the user or assistant message before it in
+its thread (`TranscriptRow.context_terms`), so that BM25 reads a turn together with what it answers.
+
+Only messages with terms of their own take part: a message without any (a pure tool call, a
+tool result, a system prompt, a reply of stop words only) gets no context, so it never becomes a
+result on its predecessor's words alone, and is skipped as a predecessor (the answer after a tool
+call takes the terms of the question before the call).
+
+Deterministic: a row's context depends only on the thread's earlier messages (immutable journal
+entries), never on batching or timing, so a replay or a rebuild writes identical rows. Within a
+batch it comes from the batch itself; for a thread's lowest offset in the batch, from `prior`: the
+latest user/assistant message of the thread below that offset, which is already in the table (a
+thread's records are in offset order on one partition, and offsets are committed only after
+their insert). `ContextCache` remembers that message per thread between batches; a thread it
+does not know at exactly that offset (first batch, a redelivery, a replay, a gap left by a
+dead-lettered record, a thread evicted from the cache) is looked up in the store
+(`TranscriptStore.previous_terms`, one query per batch for all of them).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from core.stores.transcripts import ThreadKey, TranscriptRow, thread_key
+
+Terms = tuple[str, ...]
+
+DEFAULT_CACHE_THREADS = 20_000
+"""Threads remembered between batches (each entry is one message's terms, ~1 KB)."""
+
+
+def first_offsets(rows: Sequence[TranscriptRow]) -> dict[ThreadKey, int]:
+    """The lowest offset of a message with terms per thread of `rows` (threads without are left out)."""
+    firsts: dict[ThreadKey, int] = {}
+    for row in rows:
+        if row.terms:
+            key = thread_key(row)
+            firsts[key] = min(firsts.get(key, row.offset), row.offset)
+    return firsts
+
+
+def with_context(rows: Sequence[TranscriptRow], prior: Mapping[ThreadKey, Terms]) -> list[TranscriptRow]:
+    """`rows` (same order) with `context_terms` set on each row with terms: the terms of the
+    latest row with terms of its thread with a lower offset among `rows`, else `prior[thread]`
+    (the thread's latest before its lowest offset here; () when absent). Copies of one message
+    (same offset) get the same context."""
+    by_thread: dict[ThreadKey, dict[int, Terms]] = {}
+    for row in rows:
+        if row.terms:
+            by_thread.setdefault(thread_key(row), {})[row.offset] = row.terms
+    context: dict[tuple[ThreadKey, int], Terms] = {}
+    for key, messages in by_thread.items():
+        previous = prior.get(key, ())
+        for offset in sorted(messages):
+            context[(key, offset)] = previous
+            previous = messages[offset]
+    return [
+        replace(row, context_terms=context[(thread_key(row), row.offset)]) if row.terms else row
+        for row in rows
+    ]
+
+
+class ContextCache:
+    """Per thread, the offset after the last message projected and the terms of its latest
+    message with terms up to there (LRU, at most `max_threads`)."""
+
+    def __init__(self, max_threads: int = DEFAULT_CACHE_THREADS) -> None:
+        if max_threads < 0:
+            raise ValueError("max_threads must be >= 0")
+        self.max_threads = max_threads
+        self._entries: OrderedDict[ThreadKey, tuple[int, Terms]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def split(self, firsts: Mapping[ThreadKey, int]) -> tuple[dict[ThreadKey, Terms], dict[ThreadKey, int]]:
+        """(`prior` of the threads known at exactly their first offset, the others' `firsts`)."""
+        known: dict[ThreadKey, Terms] = {}
+        missing: dict[ThreadKey, int] = {}
+        for key, first in firsts.items():
+            entry = self._entries.get(key)
+            if entry is not None and entry[0] == first:
+                known[key] = entry[1]
+                self._entries.move_to_end(key)
+            else:
+                missing[key] = first
+        return known, missing
+
+    def remember(self, rows: Sequence[TranscriptRow]) -> None:
+        """After `rows` (with their context, from `with_context`) were stored."""
+        span: dict[ThreadKey, tuple[int, int]] = {}
+        latest: dict[ThreadKey, tuple[int, Terms]] = {}
+        for row in rows:
+            key = thread_key(row)
+            low, high = span.get(key, (row.offset, row.offset))
+            span[key] = (min(low, row.offset), max(high, row.offset))
+            if row.terms and row.offset >= latest.get(key, (-1, ()))[0]:
+                latest[key] = (row.offset, row.terms)
+        for key, (low, high) in span.items():
+            entry = self._entries.get(key)
+            if key in latest:
+                self._entries[key] = (high + 1, latest[key][1])
+            elif entry is not None and entry[0] == low:  # none with terms: the context carries over
+                self._entries[key] = (high + 1, entry[1])
+            else:
+                self._entries.pop(key, None)
+                continue
+            self._entries.move_to_end(key)
+        while len(self._entries) > self.max_threads:
+            self._entries.popitem(last=False)
