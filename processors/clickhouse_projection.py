@@ -24,12 +24,12 @@ the record that still fails alone is dead-lettered).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from core.journal.models import Message
-from core.stores.transcripts import TranscriptRow, TranscriptStore, TranscriptUnavailable
+from core.stores.transcripts import ThreadKey, TranscriptRow, TranscriptStore, TranscriptUnavailable
 from core.transcripts.terms import message_terms
-from processors.transcript_context import DEFAULT_CACHE_THREADS, ContextCache, first_offsets, with_context
+from processors.transcript_context import DEFAULT_CACHE_THREADS, ContextCache, Entry, contexts, first_offsets
 from streams.codecs import journal_messages
 from streams.runtime.processor import InvalidMessage, Processor, Record, decoding
 
@@ -43,9 +43,11 @@ BATCH_WAIT_S = 0.25
 log = logging.getLogger("memstream.clickhouse_projection")
 
 
-def row_of(message: Message) -> TranscriptRow:
+def row_of(
+    message: Message, *, terms: tuple[str, ...] | None = None, context_terms: tuple[str, ...] = ()
+) -> TranscriptRow:
     """The projected row of a journal message (its tool call flattened into four columns, its
-    search terms made from its content: `core.transcripts.terms.message_terms`)."""
+    search terms made from its content, `core.transcripts.terms.message_terms`, unless given)."""
     call = message.tool_call
     return TranscriptRow(
         environment=message.environment,
@@ -65,24 +67,61 @@ def row_of(message: Message) -> TranscriptRow:
         tool_result=call.result if call is not None else None,
         created_at=message.created_at,
         token_count=message.token_count,
-        terms=message_terms(message.role, message.content),
+        terms=message_terms(message.role, message.content) if terms is None else terms,
+        context_terms=context_terms,
     )
 
 
 def decode(record: Record) -> TranscriptRow:
-    """The row of one `journal.messages` record; InvalidMessage if it can never be projected."""
+    """The row of one `journal.messages` record (no context); InvalidMessage if it can never be
+    projected."""
+    return row_of(decode_message(record))
+
+
+def decode_message(record: Record) -> Message:
+    """The message of one `journal.messages` record; InvalidMessage if it can never be projected."""
     with decoding(record):
         message = journal_messages.decode(record.value)
     if record.key is not None and record.key != message.thread_id.encode("utf-8"):
         raise InvalidMessage(
             record, f"record key {record.key!r} is not the message's thread_id {message.thread_id!r}"
         ) from ValueError("key and value disagree")
-    return row_of(message)
+    return message
 
 
-def rows(batch: Sequence[Record]) -> list[TranscriptRow]:
-    """The pure projection of `batch`, in record order. Raises InvalidMessage for the first bad record."""
-    return [decode(record) for record in batch]
+def rows(
+    batch: Sequence[Record], prior: Mapping[ThreadKey, tuple[str, ...]] | None = None
+) -> list[TranscriptRow]:
+    """The pure projection of `batch`, in record order, each row with its context
+    (`processors.transcript_context.contexts`, the threads' earlier messages given by `prior`;
+    without `prior`, no context). Raises InvalidMessage for the first bad record."""
+    return project(messages(batch), prior)
+
+
+def messages(batch: Sequence[Record]) -> list[Message]:
+    """The decoded messages of `batch`, in record order; InvalidMessage for the first bad record."""
+    return [decode_message(record) for record in batch]
+
+
+def entries(decoded: Sequence[Message]) -> list[Entry]:
+    return [
+        ((m.environment, m.account_id, m.agent_id, m.thread_id), m.offset, message_terms(m.role, m.content))
+        for m in decoded
+    ]
+
+
+def project(
+    decoded: Sequence[Message],
+    prior: Mapping[ThreadKey, tuple[str, ...]] | None,
+    made: Sequence[Entry] | None = None,
+) -> list[TranscriptRow]:
+    """The rows of `decoded` (their `entries` when already `made`), with context from `prior`."""
+    made = entries(decoded) if made is None else made
+    found = contexts(made, prior) if prior is not None else [()] * len(made)
+    return [
+        row_of(message, terms=entry[2], context_terms=context)
+        for message, entry, context in zip(decoded, made, found, strict=True)
+    ]
 
 
 class ClickHouseProjection(Processor):
@@ -111,6 +150,7 @@ class ClickHouseProjection(Processor):
         self._context = ContextCache(context_cache_threads)
 
     def rows(self, batch: Sequence[Record]) -> list[TranscriptRow]:
+        """The rows of `batch` without context (`process` adds it)."""
         return rows(batch)
 
     async def start(self) -> None:
@@ -131,16 +171,16 @@ class ClickHouseProjection(Processor):
         return f"clickhouse:{await self.store.instance_id()}"
 
     async def process(self, batch: Sequence[Record]) -> None:
-        projected = self.rows(batch)
-        if not projected:
+        decoded = messages(batch)
+        if not decoded:
             return
         await self._ensure_schema()
-        prior, missing = self._context.split(first_offsets(projected))
+        made = entries(decoded)
+        prior, missing = self._context.split(first_offsets(made))
         if missing:
             prior.update(await self.store.previous_terms(missing, table=self.table))
-        stored = with_context(projected, prior)
-        await self.store.insert(stored, table=self.table)
-        self._context.remember(stored)
+        await self.store.insert(project(decoded, prior, made), table=self.table)
+        self._context.remember(made)
 
     async def stop(self) -> None:
         if self.close_store:

@@ -20,45 +20,57 @@ dead-lettered record, a thread evicted from the cache) is looked up in the store
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from core.stores.transcripts import ThreadKey, TranscriptRow, thread_key
 
 Terms = tuple[str, ...]
+Entry = tuple[ThreadKey, int, Terms]
+"""A message as the context sees it: (its thread, its offset, its terms)."""
 
 DEFAULT_CACHE_THREADS = 20_000
 """Threads remembered between batches (each entry is one message's terms, ~1 KB)."""
 
 
-def first_offsets(rows: Sequence[TranscriptRow]) -> dict[ThreadKey, int]:
-    """The lowest offset of a message with terms per thread of `rows` (threads without are left out)."""
+def entry_of(row: TranscriptRow) -> Entry:
+    return (thread_key(row), row.offset, row.terms)
+
+
+def first_offsets(entries: Iterable[Entry]) -> dict[ThreadKey, int]:
+    """The lowest offset of a message with terms per thread (threads without are left out)."""
     firsts: dict[ThreadKey, int] = {}
-    for row in rows:
-        if row.terms:
-            key = thread_key(row)
-            firsts[key] = min(firsts.get(key, row.offset), row.offset)
+    for key, offset, terms in entries:
+        if terms and (key not in firsts or offset < firsts[key]):
+            firsts[key] = offset
     return firsts
 
 
-def with_context(rows: Sequence[TranscriptRow], prior: Mapping[ThreadKey, Terms]) -> list[TranscriptRow]:
-    """`rows` (same order) with `context_terms` set on each row with terms: the terms of the
-    latest row with terms of its thread with a lower offset among `rows`, else `prior[thread]`
-    (the thread's latest before its lowest offset here; () when absent). Copies of one message
-    (same offset) get the same context."""
+def contexts(entries: Sequence[Entry], prior: Mapping[ThreadKey, Terms]) -> list[Terms]:
+    """The context of each entry (same order): for one with terms, the terms of the latest entry
+    with terms of its thread with a lower offset among `entries`, else `prior[thread]` (the
+    thread's latest before its lowest offset here; () when absent); () for one without terms.
+    Copies of one message (same offset) get the same context."""
     by_thread: dict[ThreadKey, dict[int, Terms]] = {}
-    for row in rows:
-        if row.terms:
-            by_thread.setdefault(thread_key(row), {})[row.offset] = row.terms
+    for key, offset, terms in entries:
+        if terms:
+            by_thread.setdefault(key, {})[offset] = terms
     context: dict[tuple[ThreadKey, int], Terms] = {}
     for key, messages in by_thread.items():
         previous = prior.get(key, ())
         for offset in sorted(messages):
             context[(key, offset)] = previous
             previous = messages[offset]
+    return [context[(key, offset)] if terms else () for key, offset, terms in entries]
+
+
+def with_context(rows: Sequence[TranscriptRow], prior: Mapping[ThreadKey, Terms]) -> list[TranscriptRow]:
+    """`rows` (same order) with their `contexts` as `context_terms` (for rows built apart from the
+    projection: tests, benchmarks)."""
+    found = contexts([entry_of(row) for row in rows], prior)
     return [
-        replace(row, context_terms=context[(thread_key(row), row.offset)]) if row.terms else row
-        for row in rows
+        replace(row, context_terms=context) if context else row
+        for row, context in zip(rows, found, strict=True)
     ]
 
 
@@ -88,16 +100,15 @@ class ContextCache:
                 missing[key] = first
         return known, missing
 
-    def remember(self, rows: Sequence[TranscriptRow]) -> None:
-        """After `rows` (with their context, from `with_context`) were stored."""
+    def remember(self, entries: Sequence[Entry]) -> None:
+        """After the messages of `entries` (a batch) were stored with their `contexts`."""
         span: dict[ThreadKey, tuple[int, int]] = {}
         latest: dict[ThreadKey, tuple[int, Terms]] = {}
-        for row in rows:
-            key = thread_key(row)
-            low, high = span.get(key, (row.offset, row.offset))
-            span[key] = (min(low, row.offset), max(high, row.offset))
-            if row.terms and row.offset >= latest.get(key, (-1, ()))[0]:
-                latest[key] = (row.offset, row.terms)
+        for key, offset, terms in entries:
+            low, high = span.get(key, (offset, offset))
+            span[key] = (min(low, offset), max(high, offset))
+            if terms and offset >= latest.get(key, (-1, ()))[0]:
+                latest[key] = (offset, terms)
         for key, (low, high) in span.items():
             entry = self._entries.get(key)
             if key in latest:

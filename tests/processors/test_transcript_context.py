@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from core.journal.models import ToolCall
 from core.stores.transcripts import TranscriptRow, thread_key
 from core.transcripts.terms import terms
-from processors.clickhouse_projection import ClickHouseProjection, row_of
-from processors.transcript_context import ContextCache, first_offsets, with_context
+from processors.clickhouse_projection import ClickHouseProjection, row_of, rows
+from processors.transcript_context import ContextCache, entry_of, first_offsets, with_context
 from streams.runtime.processor import Record
 from tests.fakes.transcripts import InMemoryTranscriptStore
 from tests.processors.transcript_support import message, record_of, tool_result
@@ -73,7 +73,7 @@ def test_messages_without_terms_get_no_context_and_are_skipped() -> None:
         (2, "assistant", ()),
         (3, "assistant", tuple(terms("Book the lighthouse tour"))),
     ]
-    assert first_offsets(rows[1:3]) == {}
+    assert first_offsets(map(entry_of, rows[1:3])) == {}
 
 
 def test_the_first_message_of_a_batch_takes_the_prior_and_threads_stay_apart() -> None:
@@ -86,13 +86,24 @@ def test_the_first_message_of_a_batch_takes_the_prior_and_threads_stay_apart() -
         (5, "user", a[3].terms),
         (0, "user", ()),
     ]
-    assert first_offsets(batch) == {thread_key(a[3]): 3, thread_key(b[0]): 0}
+    assert first_offsets(map(entry_of, batch)) == {thread_key(a[3]): 3, thread_key(b[0]): 0}
 
 
 def test_copies_of_one_message_get_the_same_context() -> None:
     a = thread_rows("a")
     stored = with_context([a[0], a[1], a[0], a[1]], {})
     assert contexts(stored) == contexts([stored[0], stored[1]]) * 2
+
+
+def test_the_pure_projection_gives_the_rows_their_context() -> None:
+    batch = records(threads=2, length=3)
+    with_prior = rows(batch, {("test", "acme", "bot", "t0"): ("before",)})
+    assert [(r.thread_id, r.offset, r.context_terms) for r in with_prior][:2] == [
+        ("t0", 0, ("before",)),
+        ("t1", 0, ()),
+    ]
+    assert with_prior == with_context(rows(batch), {("test", "acme", "bot", "t0"): ("before",)})
+    assert all(r.context_terms == () for r in rows(batch))  # no prior: no context
 
 
 def test_threads_of_other_tenants_are_other_threads() -> None:
@@ -105,15 +116,15 @@ def test_the_cache_knows_a_thread_only_at_the_offset_after_the_last_one_seen() -
     a = thread_rows("a")
     key = thread_key(a[0])
     cache = ContextCache()
-    cache.remember(with_context(a[:2], {}))
+    cache.remember([entry_of(r) for r in a[:2]])
     assert cache.split({key: 2}) == ({key: a[1].terms}, {})
     assert cache.split({key: 1}) == ({}, {key: 1})  # a redelivery: looked up
     assert cache.split({key: 3}) == ({}, {key: 3})  # a gap: looked up
-    cache.remember([a[2]])  # a tool message at 2: the context carries over
+    cache.remember([entry_of(a[2])])  # a tool message at 2: the context carries over
     assert cache.split({key: 3}) == ({key: a[1].terms}, {})
-    cache.remember([a[5]])  # a gap before 5 (not contiguous): forgotten unless it has terms
+    cache.remember([entry_of(a[5])])  # a gap before 5 (not contiguous): forgotten unless it has terms
     assert cache.split({key: 6}) == ({key: a[5].terms}, {})
-    cache.remember([replace(a[2], offset=9)])
+    cache.remember([entry_of(replace(a[2], offset=9))])
     assert cache.split({key: 10}) == ({}, {key: 10})
 
 
@@ -121,9 +132,9 @@ def test_the_cache_keeps_the_most_recently_used_threads() -> None:
     cache = ContextCache(max_threads=2)
     rows = [thread_rows(name)[0] for name in "abc"]
     for row in rows[:2]:
-        cache.remember([row])
+        cache.remember([entry_of(row)])
     cache.split({thread_key(rows[0]): 1})  # a is used: b is the least recent
-    cache.remember([rows[2]])
+    cache.remember([entry_of(rows[2])])
     assert len(cache) == 2
     known, missing = cache.split({thread_key(row): 1 for row in rows})
     assert set(known) == {thread_key(rows[0]), thread_key(rows[2])} and set(missing) == {thread_key(rows[1])}
