@@ -4,12 +4,13 @@ Input: `journal.messages` (key `thread_id`, value a version-1 journal message, s
 `streams.codecs.journal_messages`). Output: one row per message in the ClickHouse `messages` table
 (`sinks.clickhouse`), written in batches of up to `BATCH_SIZE` records or `BATCH_WAIT_S` seconds.
 
-The pure part, `rows(batch)`, decodes each record into a `TranscriptRow`; a record that can never
+The pure part, `rows(batch, prior)`, decodes each record into a `TranscriptRow` with its search
+terms and its context (`processors.transcript_context`: the terms of the message before it in its
+thread, from the batch, or `prior` for a thread's first message in it); a record that can never
 be projected (no value, not a version-1 message, a key that is not the message's thread) raises
-`InvalidMessage` and is dead-lettered. Each user/assistant row then gets its context (the terms
-of the message before it in its thread: `processors.transcript_context`, from the batch, a
-per-thread cache, or one `TranscriptStore.previous_terms` lookup for the threads the cache lacks).
-The effect is one `TranscriptStore.insert(rows)`; the runtime commits the batch's offsets only
+`InvalidMessage` and is dead-lettered. `process` takes `prior` from a per-thread cache, or from
+one `TranscriptStore.previous_terms` lookup for the threads the cache lacks; the effect is one
+`TranscriptStore.insert(rows)`; the runtime commits the batch's offsets only
 after it returned. Idempotence: a row is identified by
 (environment, account_id, thread_id, offset) and every read of the store is dedup-safe, so a
 redelivered or replayed batch never shows a message twice.
@@ -29,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from core.journal.models import Message
 from core.stores.transcripts import ThreadKey, TranscriptRow, TranscriptStore, TranscriptUnavailable
 from core.transcripts.terms import message_terms
-from processors.transcript_context import DEFAULT_CACHE_THREADS, ContextCache, Entry, contexts, first_offsets
+from processors.transcript_context import DEFAULT_CACHE_THREADS, Entry, ThreadContext, contexts
 from streams.codecs import journal_messages
 from streams.runtime.processor import InvalidMessage, Processor, Record, decoding
 
@@ -147,11 +148,7 @@ class ClickHouseProjection(Processor):
         self.batch_size = batch_size
         self.batch_wait_s = batch_wait_s
         self._schema_ready = False
-        self._context = ContextCache(context_cache_threads)
-
-    def rows(self, batch: Sequence[Record]) -> list[TranscriptRow]:
-        """The rows of `batch` without context (`process` adds it)."""
-        return rows(batch)
+        self._context = ThreadContext(store, table, context_cache_threads)
 
     async def start(self) -> None:
         """Create the schema if ClickHouse answers; if not, the first batch waits for it."""
@@ -176,9 +173,7 @@ class ClickHouseProjection(Processor):
             return
         await self._ensure_schema()
         made = entries(decoded)
-        prior, missing = self._context.split(first_offsets(made))
-        if missing:
-            prior.update(await self.store.previous_terms(missing, table=self.table))
+        prior = await self._context.prior(made)
         await self.store.insert(project(decoded, prior, made), table=self.table)
         self._context.remember(made)
 

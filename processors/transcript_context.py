@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from core.stores.transcripts import ThreadKey, TranscriptRow, thread_key
+from core.stores.transcripts import ThreadKey, TranscriptRow, TranscriptStore, thread_key
 
 Terms = tuple[str, ...]
 Entry = tuple[ThreadKey, int, Terms]
@@ -121,3 +121,26 @@ class ContextCache:
             self._entries.move_to_end(key)
         while len(self._entries) > self.max_threads:
             self._entries.popitem(last=False)
+
+
+class ThreadContext:
+    """The context of the batches written to one table of `store` (`table` as for
+    `TranscriptStore.insert`), batch after batch in each thread's offset order: `prior` gives a
+    batch's threads their earlier messages (the cache, then one `previous_terms` lookup for the
+    threads it lacks), `remember` notes the batch once it is stored."""
+
+    def __init__(
+        self, store: TranscriptStore, table: str | None = None, max_threads: int = DEFAULT_CACHE_THREADS
+    ) -> None:
+        self.store = store
+        self.table = table
+        self.cache = ContextCache(max_threads)
+
+    async def prior(self, entries: Sequence[Entry]) -> dict[ThreadKey, Terms]:
+        known, missing = self.cache.split(first_offsets(entries))
+        if missing:
+            known.update(await self.store.previous_terms(missing, table=self.table))
+        return known
+
+    def remember(self, entries: Sequence[Entry]) -> None:
+        self.cache.remember(entries)

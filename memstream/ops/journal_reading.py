@@ -6,8 +6,10 @@ the broker's (unreliable) high watermark: a bitmap of the seqs inserted so far.
 
 Contract of `JournalReading.run(phase, table, lo, hi)`:
 - Every record read is decoded with the projection's pure `processors.clickhouse_projection.decode`
-  (an undecodable one is counted in `details["invalid"]` and skipped) and inserted into `table`
-  (None: the live table), whatever its seq: inserts are idempotent.
+  (an undecodable one is counted in `details["invalid"]` and skipped), given its context as the
+  projection gives it (`processors.transcript_context.ThreadContext`: the rows written are the
+  projection's) and inserted into `table` (None: the live table), whatever its seq: inserts are
+  idempotent.
 - Rows are inserted in batches: when `batch_size` are pending, when a read came back empty, when
   the oldest pending row has waited `flush_every_s`, and at once when the pending rows complete
   lo..hi. So a slow, steady trickle of records is inserted within `flush_every_s` and never waits
@@ -32,6 +34,7 @@ from core.stores.transcripts import TranscriptRow, TranscriptStore
 from memstream.ops.rebuild_base import RebuildFailed, Reporter, Stall
 from memstream.ops.topic_reader import RecordSource
 from processors import clickhouse_projection
+from processors.transcript_context import ThreadContext, entry_of, with_context
 from streams.runtime.processor import InvalidMessage
 
 log = logging.getLogger("memstream.ops.rebuild")
@@ -81,6 +84,7 @@ class JournalReading:
     details: dict[str, int]
     flush_every_s: float = FLUSH_EVERY_S
     inserted: SeqSet = field(default_factory=SeqSet)
+    _context: ThreadContext | None = None
 
     async def run(self, phase: str, table: str | None, lo: int, hi: int) -> None:
         """Insert what the topic gives into `table` (None: the live one) until every seq lo..hi
@@ -126,7 +130,11 @@ class JournalReading:
         self.report(phase, done, total, force=True)
 
     async def _insert(self, rows: list[TranscriptRow], table: str | None) -> None:
-        await self.store.insert(rows, table=table)
+        if self._context is None or self._context.table != table:
+            self._context = ThreadContext(self.store, table)
+        made = [entry_of(row) for row in rows]
+        await self.store.insert(with_context(rows, await self._context.prior(made)), table=table)
+        self._context.remember(made)
         for row in rows:
             self.inserted.add(row.seq)
         self.details["inserted"] += len(rows)

@@ -69,9 +69,10 @@ async def append(journal: SlateJournal, rounds: int, *, threads: int = 5, tag: s
 
 def live_projection(settings: Settings, store: TranscriptStore) -> LiveProjection:
     """The live processor's effect: every record of journal.messages inserted into the live table."""
+    projection = clickhouse_projection.ClickHouseProjection(store, close_store=False)
 
     async def insert(batch: Sequence[Record]) -> None:
-        await store.insert(clickhouse_projection.rows(batch))
+        await projection.process(batch)
 
     return LiveProjection(settings, JOURNAL_TOPIC, insert, batch_size=500)
 
