@@ -13,7 +13,8 @@ SQL against it.
 
 K1 = 0.9, B = 0.4 (Anserini's defaults for short passages): conversation turns are short and of
 similar length, so term frequency saturates early (lower K1) and length normalisation matters less
-(lower B) than in the 1.2 / 0.75 tuned on longer documents.
+(lower B) than in the 1.2 / 0.75 tuned on longer documents. Measured once, not tuned (LoCoMo dev
+conversations 0-1, hit@10 / evidence-recall@10, terms only): 0.688 / 0.571 against 0.684 / 0.558.
 """
 
 from __future__ import annotations
