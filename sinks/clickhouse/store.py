@@ -16,7 +16,8 @@ SQL; only database and table names are, after `check_identifier`.
 
 Search ranks by BM25 (`core.transcripts.bm25`) over `terms` + `context_terms` (a message and the
 one before it), with statistics from the
-caller's scope only (`SEARCH_SQL`); the query's terms (`core.transcripts.terms.query_terms`) are
+caller's scope only, in one scan of the scope's keys and terms (`SEARCH_SQL`), then the rows of
+the best hits only (`HITS_SQL`); the query's terms (`core.transcripts.terms.query_terms`) are
 bound as an `Array(String)`.
 
 Reads are dedup-safe: each message counts once although the table may still hold a copy that the
@@ -64,34 +65,46 @@ from sinks.clickhouse.schema import (
 
 SEARCH_SQL = """
 WITH {{terms:Array(String)}} AS q
-SELECT thread_id, message_id, offset, role, content, created_at,
-       arraySum(arrayMap((t, df) -> if(
-           df = 0, 0.,
-           log(1 + (n - df + 0.5) / (df + 0.5)) * countEqual(doc, t) * ({{k1:Float64}} + 1)
-           / (countEqual(doc, t) + {{k1:Float64}} * (1 - {{b:Float64}} + {{b:Float64}} * length(doc) / avgdl))
-       ), q, dfs)) AS score
+SELECT hit.1 AS thread_id, hit.2 AS offset,
+       arraySum(arrayMap((tf, df) -> if(
+           tf = 0, 0.,
+           log(1 + (n - df + 0.5) / (df + 0.5)) * tf * ({{k1:Float64}} + 1)
+           / (tf + {{k1:Float64}} * (1 - {{b:Float64}} + {{b:Float64}} * hit.4 / avgdl))
+       ), hit.5, dfs)) AS score,
+       hit.3 AS created_at
 FROM (
-    SELECT thread_id, message_id, offset, role, content, created_at, {doc} AS doc
-    FROM {table}
-    WHERE {where} AND role IN ('user', 'assistant') AND ({candidates})
-    LIMIT 1 BY thread_id, offset
-) AS hits
-CROSS JOIN (
-    SELECT count() AS n, avg(length(doc)) AS avgdl,
-           sumForEach(arrayMap(t -> toUInt64(has(doc, t)), q)) AS dfs
+    SELECT count() AS n, avg(dl) AS avgdl,
+           sumForEach(arrayMap(t -> toUInt64(has(terms, t) OR has(context_terms, t)), q)) AS dfs,
+           groupArrayIf(
+               (thread_id, offset, created_at, dl,
+                arrayMap(t -> countEqual(terms, t) + countEqual(context_terms, t), q)),
+               hasAny(terms, q) OR hasAny(context_terms, q)
+           ) AS hits
     FROM (
-        SELECT {doc} AS doc
+        SELECT thread_id, offset, created_at, terms, context_terms,
+               length(terms) + length(context_terms) AS dl
         FROM {table}
         WHERE {where} AND role IN ('user', 'assistant')
         LIMIT 1 BY thread_id, offset
     )
-) AS stats
+)
+ARRAY JOIN hits AS hit
 ORDER BY score DESC, created_at DESC, thread_id, offset
 LIMIT {{limit:UInt32}}
 """
-"""BM25 (`core.transcripts.bm25`) of the messages of one scope (`where`) having a query term
-(`candidates`, answered by the `terms` text index): N, avgdl and df(t) from the same scope's
-messages only, each message counted once (`LIMIT 1 BY` its key in both subqueries)."""
+"""BM25 (`core.transcripts.bm25`) of the messages of one scope (`where`), in one scan of its
+messages (each counted once: `LIMIT 1 BY` its key) that reads only keys, `created_at` and the
+terms: N, avgdl and df(t) over all of them, and (thread, offset, created_at, |d|, tf per query
+term) of those having a query term; a message's document is `terms` + `context_terms`. Returns
+(thread_id, offset, score, created_at) of the best `limit`; `HITS_SQL` then reads their rows."""
+
+HITS_SQL = """
+SELECT thread_id, offset, message_id, role, content
+FROM {table}
+WHERE {where} AND (thread_id, offset) IN {{keys:Array(Tuple(String, UInt64))}}
+LIMIT 1 BY thread_id, offset
+"""
+"""The rows of the hits `SEARCH_SQL` ranked (by the sorting key: reads only their granules)."""
 
 
 def _utc(value: datetime) -> datetime:
@@ -280,25 +293,33 @@ GROUP BY environment, account_id, agent_id, thread_id
         if thread_id is not None:
             params["thread_id"] = thread_id
             where += " AND thread_id = {thread_id:String}"
-        sql = SEARCH_SQL.format(
-            table=self._table(None),
-            where=where,
-            doc="arrayConcat(terms, context_terms)",
-            candidates="hasAny(terms, q) OR hasAny(context_terms, q)",
-        )
-        result = await self._client.run("search", lambda c: c.query(sql, parameters=params).result_rows)
-        return [
-            MessageHit(
-                thread_id=row[0],
-                message_id=row[1],
-                offset=int(row[2]),
-                role=cast(Role, row[3]),
-                content=row[4],
-                created_at=_utc(row[5]),
-                score=float(row[6]),
-            )
-            for row in result
-        ]
+        table = self._table(None)
+        sql = SEARCH_SQL.format(table=table, where=where)
+        hits_sql = HITS_SQL.format(table=table, where=where)
+
+        def ranked_hits(client: Client) -> list[MessageHit]:
+            ranked = client.query(sql, parameters=params).result_rows
+            if not ranked:
+                return []
+            keys = [(row[0], int(row[1])) for row in ranked]
+            rows = client.query(hits_sql, parameters={**params, "keys": keys}).result_rows
+            found = {(row[0], int(row[1])): row for row in rows}
+            # a key can miss only if a rebuild swapped the table between the two reads
+            return [
+                MessageHit(
+                    thread_id=thread,
+                    message_id=found[thread, offset][2],
+                    offset=offset,
+                    role=cast(Role, found[thread, offset][3]),
+                    content=found[thread, offset][4],
+                    created_at=_utc(row[3]),
+                    score=float(row[2]),
+                )
+                for (thread, offset), row in zip(keys, ranked, strict=True)
+                if (thread, offset) in found
+            ]
+
+        return await self._client.run("search", ranked_hits)
 
     async def tool_call(
         self, scope: TranscriptScope, tool_call_id: str, *, thread_id: str | None = None
