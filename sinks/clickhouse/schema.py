@@ -12,7 +12,8 @@ transcript tools and by data teams (README, "Transcript projection (ClickHouse) 
 - `terms`: the search terms of a user or assistant message (`core.transcripts.terms`; empty for
   the other roles, and for rows written before the column existed, until a rebuild), and
   `context_terms`, the `terms` of the user/assistant message before it in its thread (its search
-  document is both), each with a `text` index whose tokens are the array's elements;
+  document is both); no index on either: search reads every message of its scope for the BM25
+  statistics anyway (`sinks.clickhouse.store.SEARCH_SQL`), so an index would only cost inserts;
 - a `text` index on `content` (tokens split on non-alphanumeric ASCII characters, lower-cased by
   the `lowerUTF8` preprocessor: search tokens must be lower-cased the same way, in SQL, e.g.
   `tokens(lowerUTF8(q), 'splitByNonAlpha')`) and a bloom filter on `tool_call_id`;
@@ -73,11 +74,6 @@ def create_database(database: str) -> str:
     return f"CREATE DATABASE IF NOT EXISTS {check_identifier(database)} ENGINE = Atomic"
 
 
-TERMS_INDEX = "INDEX terms_text terms TYPE text(tokenizer = 'array')"
-"""The text index of the search terms: each array element one token (`hasAny(terms, [...])`)."""
-CONTEXT_TERMS_INDEX = "INDEX context_terms_text context_terms TYPE text(tokenizer = 'array')"
-
-
 def upgrade_table(database: str, table: str = TABLE) -> list[str]:
     """The statements that bring a table created by an earlier version to this schema (idempotent:
     each adds only what is missing; rows written before keep empty `terms` until a rebuild)."""
@@ -85,8 +81,6 @@ def upgrade_table(database: str, table: str = TABLE) -> list[str]:
     return [
         f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS terms Array(String) AFTER inserted_at",
         f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS context_terms Array(String) AFTER terms",
-        f"ALTER TABLE {name} ADD {TERMS_INDEX.replace('INDEX', 'INDEX IF NOT EXISTS', 1)}",
-        f"ALTER TABLE {name} ADD {CONTEXT_TERMS_INDEX.replace('INDEX', 'INDEX IF NOT EXISTS', 1)}",
     ]
 
 
@@ -115,9 +109,7 @@ CREATE TABLE IF NOT EXISTS {check_identifier(database)}.{check_identifier(table)
     terms Array(String),
     context_terms Array(String),
     INDEX content_text content TYPE text(tokenizer = splitByNonAlpha, preprocessor = lowerUTF8(content)),
-    INDEX tool_call_bloom tool_call_id TYPE bloom_filter GRANULARITY 1,
-    {TERMS_INDEX},
-    {CONTEXT_TERMS_INDEX}
+    INDEX tool_call_bloom tool_call_id TYPE bloom_filter GRANULARITY 1
 )
 ENGINE = ReplacingMergeTree(inserted_at)
 PARTITION BY toYYYYMM(created_at)

@@ -15,7 +15,7 @@ from core.stores.transcripts import TranscriptScope, TranscriptUnavailable
 from core.transcripts.bm25 import scores
 from core.transcripts.terms import query_terms
 from processors.transcript_context import with_context
-from sinks.clickhouse.schema import CONTEXT_TERMS_INDEX, TERMS_INDEX, create_database, create_table
+from sinks.clickhouse.schema import create_database, create_table
 from sinks.clickhouse.store import ClickHouseTranscriptStore
 from tests.sinks.clickhouse.rows import BASE_TIME, row
 
@@ -53,34 +53,22 @@ async def test_insert_then_read_back_every_column(
     assert values[16] == 1
 
 
-async def test_terms_are_stored_and_covered_by_the_array_text_index(
-    transcript_store: ClickHouseTranscriptStore, chdb_client: Any
-) -> None:
+async def test_terms_are_stored(transcript_store: ClickHouseTranscriptStore, chdb_client: Any) -> None:
     await transcript_store.insert(
         [row("t1", 0, "Caroline's support groups"), row("t1", 1, "the", role="assistant")]
     )
     db = transcript_store.database
     stored = chdb_client.query(f"SELECT offset, terms FROM {db}.messages ORDER BY offset").result_rows
     assert [tuple(r) for r in stored] == [(0, ["carolin", "support", "group"]), (1, [])]
-    # the index answers hasAny over the terms (the query fails unless it is used)
-    found = chdb_client.query(
-        f"SELECT offset FROM {db}.messages WHERE hasAny(terms, ['group', 'x']) "
-        "SETTINGS force_data_skipping_indices = 'terms_text'"
-    ).result_rows
-    assert found == [(0,)]
 
 
 async def test_ensure_schema_upgrades_a_table_made_before_terms(
     clickhouse_dsn: str, clickhouse_database: str, chdb_client: Any
 ) -> None:
     """A live table of an earlier version keeps its rows (with empty terms until a rebuild) and
-    takes the new column, its index and new rows."""
+    takes the new columns and new rows."""
     db = clickhouse_database
-    old_ddl = (
-        create_table(db)
-        .replace("    terms Array(String),\n    context_terms Array(String),\n", "")
-        .replace(f",\n    {TERMS_INDEX},\n    {CONTEXT_TERMS_INDEX}", "")
-    )
+    old_ddl = create_table(db).replace("    terms Array(String),\n    context_terms Array(String),\n", "")
     assert "terms" not in old_ddl
     chdb_client.command(create_database(db))
     chdb_client.command(old_ddl)
@@ -98,10 +86,6 @@ async def test_ensure_schema_upgrades_a_table_made_before_terms(
             f"SELECT offset, terms, context_terms FROM {db}.messages ORDER BY offset"
         ).result_rows
         assert [tuple(r) for r in stored] == [(0, [], []), (1, ["new", "group"], ["old", "group"])]
-        indexes = chdb_client.query(
-            f"SELECT name FROM system.data_skipping_indices WHERE database = '{db}' AND table = 'messages'"
-        ).result_rows
-        assert {("terms_text",), ("context_terms_text",)} <= set(indexes)
         assert await store.row_count() == 2
     finally:
         await store.close()
