@@ -102,10 +102,10 @@ def _stemmer() -> Stemmer.Stemmer:
 def words(text: str) -> list[str]:
     """The lower-cased words of `text` (steps 1-2 of the module doc), stop words included."""
     if text.isascii():  # the same words, ~3x faster: bytes.translate and split run in C
-        found = text.encode("ascii").translate(_ASCII_TABLE).decode("ascii").split()
+        folded = text.encode("ascii").translate(_ASCII_TABLE).decode("ascii")
         if "'" not in text:
-            return found
-        return [word for token in found for word in _ASCII_WORD_RE.findall(token)]
+            return folded.split()
+        return _ASCII_WORD_RE.findall(folded)  # a word never spans a space: the same as per token
     return _WORD_RE.findall(unicodedata.normalize("NFKC", text).lower().translate(_SEPARATORS))
 
 
