@@ -14,7 +14,8 @@ thread's records are in offset order on one partition, and offsets are committed
 their insert). `ContextCache` remembers that message per thread between batches; a thread it
 does not know at exactly that offset (first batch, a redelivery, a replay, a gap left by a
 dead-lettered record, a thread evicted from the cache) is looked up in the store
-(`TranscriptStore.previous_terms`, one query per batch for all of them).
+(`TranscriptStore.previous_terms`, one query per batch for all of them), unless the batch holds
+the thread from its offset 0 (a new thread: nothing to look up).
 """
 
 from __future__ import annotations
@@ -44,6 +45,17 @@ def first_offsets(entries: Iterable[Entry]) -> dict[ThreadKey, int]:
         if terms and (key not in firsts or offset < firsts[key]):
             firsts[key] = offset
     return firsts
+
+
+def opening(entries: Iterable[Entry], firsts: Mapping[ThreadKey, int]) -> set[ThreadKey]:
+    """The threads of `firsts` whose entries hold every offset from 0 up to their first with terms:
+    nothing precedes that message, so its context is () without a lookup (a new thread)."""
+    below: dict[ThreadKey, set[int]] = {}
+    for key, offset, _ in entries:
+        first = firsts.get(key)
+        if first is not None and offset < first:
+            below.setdefault(key, set()).add(offset)
+    return {key for key, first in firsts.items() if len(below.get(key, ())) == first}
 
 
 def contexts(entries: Sequence[Entry], prior: Mapping[ThreadKey, Terms]) -> list[Terms]:
@@ -138,6 +150,9 @@ class ThreadContext:
 
     async def prior(self, entries: Sequence[Entry]) -> dict[ThreadKey, Terms]:
         known, missing = self.cache.split(first_offsets(entries))
+        for key in opening(entries, missing):
+            known[key] = ()
+            del missing[key]
         if missing:
             known.update(await self.store.previous_terms(missing, table=self.table))
         return known

@@ -214,3 +214,29 @@ async def test_a_restarted_projection_looks_the_context_up_once_per_batch() -> N
     fresh = InMemoryTranscriptStore()
     await ClickHouseProjection(fresh).process(log)
     assert distinct_rows(store) == distinct_rows(fresh)
+
+
+async def test_new_threads_need_no_lookup_and_a_gap_before_the_first_message_does() -> None:
+    store = InMemoryTranscriptStore()
+    calls: list[dict[Any, int]] = []
+    original = store.previous_terms
+
+    async def recording(before: Any, *, table: str | None = None) -> Any:
+        calls.append(dict(before))
+        return await original(before, table=table)
+
+    store.previous_terms = recording  # type: ignore[method-assign]
+    log = records(threads=3, length=4)
+    await ClickHouseProjection(store, context_cache_threads=0).process(log)
+    assert calls == []  # every thread's batch starts at its offset 0
+    # t9: a system prompt at 0, offset 1 missing (dead-lettered), terms from 2 on: 2 is looked up
+    gap = [message("t9", 0, "setup", role="system"), message("t9", 2, "apples and pears", role="user")]
+    await ClickHouseProjection(store, context_cache_threads=0).process(
+        [record_of(msg, 100 + i) for i, msg in enumerate(gap)]
+    )
+    assert [sorted((key[3], first) for key, first in call.items()) for call in calls] == [[("t9", 2)]]
+    # the same thread whole (0, 1, 2): no lookup, and the opening prompt gives no context
+    whole = [gap[0], message("t9", 1, "hello there", role="user"), gap[1]]
+    fresh = InMemoryTranscriptStore()
+    await ClickHouseProjection(fresh).process([record_of(msg, i) for i, msg in enumerate(whole)])
+    assert [r.context_terms for r in sorted(fresh.rows, key=lambda r: r.offset)] == [(), (), tuple(terms("hello there"))]
