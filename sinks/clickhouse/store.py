@@ -73,16 +73,14 @@ SELECT hit.1 AS thread_id, hit.2 AS offset,
        ), hit.5, dfs)) AS score,
        hit.3 AS created_at
 FROM (
-    SELECT count() AS n, avg(dl) AS avgdl,
-           sumForEach(arrayMap(t -> toUInt64(has(terms, t) OR has(context_terms, t)), q)) AS dfs,
+    SELECT count() AS n, avg(length(doc)) AS avgdl,
+           sumForEach(arrayMap(t -> toUInt64(has(doc, t)), q)) AS dfs,
            groupArrayIf(
-               (thread_id, offset, created_at, dl,
-                arrayMap(t -> countEqual(terms, t) + countEqual(context_terms, t), q)),
-               hasAny(terms, q) OR hasAny(context_terms, q)
+               (thread_id, offset, created_at, length(doc), arrayMap(t -> countEqual(doc, t), q)),
+               hasAny(doc, q)
            ) AS hits
     FROM (
-        SELECT thread_id, offset, created_at, terms, context_terms,
-               length(terms) + length(context_terms) AS dl
+        SELECT thread_id, offset, created_at, splitByWhitespace(concat(context_terms, ' ', terms)) AS doc
         FROM {table}
         WHERE {where} AND role IN ('user', 'assistant')
         LIMIT 1 BY thread_id, offset
@@ -95,8 +93,9 @@ LIMIT {{limit:UInt32}}
 """BM25 (`core.transcripts.bm25`) of the messages of one scope (`where`), in one scan of its
 messages (each counted once: `LIMIT 1 BY` its key) that reads only keys, `created_at` and the
 terms: N, avgdl and df(t) over all of them, and (thread, offset, created_at, |d|, tf per query
-term) of those having a query term; a message's document is `terms` + `context_terms`. Returns
-(thread_id, offset, score, created_at) of the best `limit`; `HITS_SQL` then reads their rows."""
+term) of those having a query term; a message's document is `context_terms` + `terms` (split at
+their spaces). Returns (thread_id, offset, score, created_at) of the best `limit`; `HITS_SQL` then
+reads their rows."""
 
 HITS_SQL = """
 SELECT thread_id, offset, message_id, role, content
@@ -130,8 +129,8 @@ def _row_values(row: TranscriptRow) -> list[Any]:
         row.tool_result,
         _utc(row.created_at),
         row.token_count,
-        list(row.terms),
-        list(row.context_terms),
+        " ".join(row.terms),
+        " ".join(row.context_terms),
     ]
 
 
@@ -263,7 +262,8 @@ class ClickHouseTranscriptStore:
             return {}
         keys = list(before)
         params: dict[str, Any] = {"keys": keys, "befores": [before[key] for key in keys]}
-        # the IN set narrows by the sorting key's prefix; argMax over copies of one offset is either
+        # the IN set narrows by the sorting key's prefix; transform looks a thread's bound up in a hash
+        # table (indexOf scanned the keys for every row); argMax over copies of one offset is either
         keys_type = "Array(Tuple(String, String, String, String))"
         sql = f"""
 WITH (environment, account_id, agent_id, thread_id) AS thread
@@ -271,11 +271,11 @@ SELECT environment, account_id, agent_id, thread_id, argMax(terms, offset)
 FROM {self._table(table)}
 WHERE thread IN {{keys:{keys_type}}}
   AND role IN ('user', 'assistant') AND notEmpty(terms)
-  AND offset < {{befores:Array(UInt64)}}[indexOf({{keys:{keys_type}}}, thread)]
+  AND offset < transform(thread, {{keys:{keys_type}}}, {{befores:Array(UInt64)}}, toUInt64(0))
 GROUP BY environment, account_id, agent_id, thread_id
 """
         rows = await self._client.run("previous terms", lambda c: c.query(sql, parameters=params).result_rows)
-        return {(r[0], r[1], r[2], r[3]): tuple(r[4]) for r in rows}
+        return {(r[0], r[1], r[2], r[3]): tuple(r[4].split()) for r in rows}
 
     async def search(
         self,

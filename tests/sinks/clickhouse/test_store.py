@@ -59,7 +59,7 @@ async def test_terms_are_stored(transcript_store: ClickHouseTranscriptStore, chd
     )
     db = transcript_store.database
     stored = chdb_client.query(f"SELECT offset, terms FROM {db}.messages ORDER BY offset").result_rows
-    assert [tuple(r) for r in stored] == [(0, ["carolin", "support", "group"]), (1, [])]
+    assert [tuple(r) for r in stored] == [(0, "carolin support group"), (1, "")]
 
 
 async def test_ensure_schema_upgrades_a_table_made_before_terms(
@@ -68,7 +68,7 @@ async def test_ensure_schema_upgrades_a_table_made_before_terms(
     """A live table of an earlier version keeps its rows (with empty terms until a rebuild) and
     takes the new columns and new rows."""
     db = clickhouse_database
-    old_ddl = create_table(db).replace("    terms Array(String),\n    context_terms Array(String),\n", "")
+    old_ddl = create_table(db).replace("    terms String,\n    context_terms String,\n", "")
     assert "terms" not in old_ddl
     chdb_client.command(create_database(db))
     chdb_client.command(old_ddl)
@@ -85,7 +85,7 @@ async def test_ensure_schema_upgrades_a_table_made_before_terms(
         stored = chdb_client.query(
             f"SELECT offset, terms, context_terms FROM {db}.messages ORDER BY offset"
         ).result_rows
-        assert [tuple(r) for r in stored] == [(0, [], []), (1, ["new", "group"], ["old", "group"])]
+        assert [tuple(r) for r in stored] == [(0, "", ""), (1, "new group", "old group")]
         assert await store.row_count() == 2
     finally:
         await store.close()
