@@ -239,4 +239,5 @@ async def test_new_threads_need_no_lookup_and_a_gap_before_the_first_message_doe
     whole = [gap[0], message("t9", 1, "hello there", role="user"), gap[1]]
     fresh = InMemoryTranscriptStore()
     await ClickHouseProjection(fresh).process([record_of(msg, i) for i, msg in enumerate(whole)])
-    assert [r.context_terms for r in sorted(fresh.rows, key=lambda r: r.offset)] == [(), (), tuple(terms("hello there"))]
+    in_order = sorted(fresh.rows, key=lambda r: r.offset)
+    assert [r.context_terms for r in in_order] == [(), (), tuple(terms("hello there"))]
