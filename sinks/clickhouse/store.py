@@ -29,6 +29,7 @@ schema mismatch) propagate.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -63,6 +64,8 @@ from sinks.clickhouse.schema import (
     upgrade_table,
 )
 
+log = logging.getLogger("memstream.clickhouse")
+
 SEARCH_SQL = """
 WITH {{terms:Array(String)}} AS q
 SELECT hit.1 AS thread_id, hit.2 AS offset,
@@ -96,6 +99,12 @@ terms: N, avgdl and df(t) over all of them, and (thread, offset, created_at, |d|
 term) of those having a query term; a message's document is `context_terms` + `terms` (split at
 their spaces). Returns (thread_id, offset, score, created_at) of the best `limit`; `HITS_SQL` then
 reads their rows."""
+
+_HAS_TERMS = (
+    "SELECT count() FROM system.columns "
+    "WHERE database = {db:String} AND table = {table:String} AND name = 'terms'"
+)
+"""1 when the live table has the `terms` column (0 for a table of an earlier version)."""
 
 HITS_SQL = """
 SELECT thread_id, offset, message_id, role, content
@@ -182,14 +191,27 @@ class ClickHouseTranscriptStore:
     async def ensure_schema(self) -> None:
         db = self.database
 
-        def call(client: Client) -> None:
+        def call(client: Client) -> int:
             client.command(create_database(db))
             client.command(create_table(db))
+            unsearchable = 0
+            if not client.query(_HAS_TERMS, parameters={"db": db, "table": TABLE}).result_rows[0][0]:
+                unsearchable = int(client.query(f"SELECT count() FROM {self._table(None)}").result_rows[0][0])
             for statement in upgrade_table(db):
                 client.command(statement)
             client.command(create_view(db))
+            return unsearchable
 
-        await self._client.run("schema creation", call)
+        unsearchable = await self._client.run("schema creation", call)
+        if unsearchable:
+            log.warning(
+                "transcript search: %s.%s was made by an earlier version: its %d rows have no search "
+                "terms, so journal_message_search does not find them until you run `memstream rebuild "
+                "clickhouse` (README, 'Upgrading')",
+                db,
+                TABLE,
+                unsearchable,
+            )
 
     async def instance_id(self) -> str:
         if self._instance_id is None:

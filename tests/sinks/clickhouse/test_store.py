@@ -6,6 +6,7 @@ chdb thread). The `TranscriptStore` contract it shares with the fake is
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import replace
 from typing import Any
 
@@ -63,7 +64,7 @@ async def test_terms_are_stored(transcript_store: ClickHouseTranscriptStore, chd
 
 
 async def test_ensure_schema_upgrades_a_table_made_before_terms(
-    clickhouse_dsn: str, clickhouse_database: str, chdb_client: Any
+    clickhouse_dsn: str, clickhouse_database: str, chdb_client: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A live table of an earlier version keeps its rows (with empty terms until a rebuild) and
     takes the new columns and new rows."""
@@ -79,8 +80,12 @@ async def test_ensure_schema_upgrades_a_table_made_before_terms(
     )
     store = ClickHouseTranscriptStore(clickhouse_dsn, database=db)
     try:
-        await store.ensure_schema()
-        await store.ensure_schema()  # idempotent
+        with caplog.at_level(logging.WARNING, logger="memstream.clickhouse"):
+            await store.ensure_schema()
+            await store.ensure_schema()  # idempotent, and warns only while the columns are missing
+        warnings = [r.getMessage() for r in caplog.records if "earlier version" in r.getMessage()]
+        assert len(warnings) == 1 and "its 1 rows" in warnings[0]
+        assert "memstream rebuild clickhouse" in warnings[0]
         await store.insert([replace(row("t1", 1, "new groups"), context_terms=("old", "group"))])
         stored = chdb_client.query(
             f"SELECT offset, terms, context_terms FROM {db}.messages ORDER BY offset"
