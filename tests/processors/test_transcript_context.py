@@ -193,10 +193,8 @@ async def test_rows_are_the_same_whatever_the_batching_redeliveries_and_restarts
         )
 
 
-async def test_a_restarted_projection_looks_the_context_up_once_per_batch() -> None:
-    store = InMemoryTranscriptStore()
-    log = records(threads=3, length=5)  # position-major: 3 records per position
-    await ClickHouseProjection(store).process(log[:6])
+def record_lookups(store: InMemoryTranscriptStore) -> list[dict[Any, int]]:
+    """The arguments of every `previous_terms` call made on `store` from now on."""
     calls: list[dict[Any, int]] = []
     original = store.previous_terms
 
@@ -205,6 +203,14 @@ async def test_a_restarted_projection_looks_the_context_up_once_per_batch() -> N
         return await original(before, table=table)
 
     store.previous_terms = recording  # type: ignore[method-assign]
+    return calls
+
+
+async def test_a_restarted_projection_looks_the_context_up_once_per_batch() -> None:
+    store = InMemoryTranscriptStore()
+    log = records(threads=3, length=5)  # position-major: 3 records per position
+    await ClickHouseProjection(store).process(log[:6])
+    calls = record_lookups(store)
     processor = ClickHouseProjection(store)
     for position in (2, 3, 4):
         await processor.process(log[3 * position : 3 * position + 3])
@@ -218,14 +224,7 @@ async def test_a_restarted_projection_looks_the_context_up_once_per_batch() -> N
 
 async def test_new_threads_need_no_lookup_and_a_gap_before_the_first_message_does() -> None:
     store = InMemoryTranscriptStore()
-    calls: list[dict[Any, int]] = []
-    original = store.previous_terms
-
-    async def recording(before: Any, *, table: str | None = None) -> Any:
-        calls.append(dict(before))
-        return await original(before, table=table)
-
-    store.previous_terms = recording  # type: ignore[method-assign]
+    calls = record_lookups(store)
     log = records(threads=3, length=4)
     await ClickHouseProjection(store, context_cache_threads=0).process(log)
     assert calls == []  # every thread's batch starts at its offset 0
