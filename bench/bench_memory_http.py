@@ -24,6 +24,11 @@ offsets on `memory.entries` (committed once the points are upserted and flushed)
    recallable (up to one poll late; the polls are recall load too). The lag is sampled about every
    second (median, max, trend after `--ramp` s as in bench_sustained), then the catch-up time.
 A summary states issue 11's three memory goals with the figures measured and MET/NOT MET.
+
+Re-measuring 2-3 without populating again: `--keep` keeps the work directory (its path and the run
+id are printed); `--work DIR --reuse RUN` starts `memstream up` on that directory's data again and
+skips 1, recalling the agents of run RUN (`--entries` must be its population's size). With `--url`,
+`--reuse RUN` alone skips 1 on a running node.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import math
 import statistics
 import tempfile
 import time
@@ -42,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from bench_memory import Spec, queries, specs
+from bench_memory import SLOTS_PER_AGENT, Spec, queries, specs
 from bench_sustained import memstream_processes, slope
 from embedded_node import Node, node_for
 from figures import load_note, pct
@@ -168,10 +174,12 @@ async def recalls(run: Run, seed: int, agents: int, callers: int) -> tuple[list[
     latencies: list[float] = []
     paths: Counter[str] = Counter()
 
+    population = run.args.reuse or run.args.run
+
     async def caller() -> None:
         for scope, text in workload:
             t0 = time.perf_counter()
-            result = await run.mem.recall(f"{run.args.run}-{scope.agent_id}", scope.user_id, text)
+            result = await run.mem.recall(f"{population}-{scope.agent_id}", scope.user_id, text)
             latencies.append(time.perf_counter() - t0)
             if result is not None:
                 paths[result["path"]] += 1
@@ -345,7 +353,12 @@ async def bench(node: Node, args: argparse.Namespace, meters: Meters) -> None:
         run = Run(
             args, Memory(clients, fig.errors), Projection(args.bootstrap, args.topic_prefix), meters, fig
         )
-        agents = await populate(run)
+        if args.reuse:  # populated by an earlier run (module doc)
+            agents = math.ceil(args.entries / SLOTS_PER_AGENT)
+            fig.entries = args.entries
+            print(f"\n== 1. skipped: the {args.entries:,} entries of run {args.reuse} ({agents} agents)")
+        else:
+            agents = await populate(run)
         await recall_phase(run, agents)
         await steady_phase(run)
     summary(fig)
@@ -372,18 +385,23 @@ def main() -> None:
     add("--poll-ms", type=float, default=20.0, help="recall poll interval of a probe")
     add("--drain", type=float, default=900.0, help="longest wait for the projection after the stores")
     add("--keep", action="store_true", help="keep the temp directory")
+    add("--work", type=Path, default=None, help="run `memstream up` in DIR (kept), e.g. a kept one")
+    add("--reuse", default=None, metavar="RUN", help="skip 1: recall the agents of run RUN (module doc)")
     args = parser.parse_args()
     if args.url and (args.key_file is None or args.bootstrap is None):
         parser.error("--url needs --key-file and --bootstrap")
+    if args.reuse and not (args.url or args.work):
+        parser.error("--reuse needs --work or --url (the node holding run RUN's entries)")
     if args.quick:
         args.entries, args.duration, args.ramp = 5_000, 20.0, 5.0
     args.run = uuid.uuid4().hex[:6]
-    work = Path(tempfile.mkdtemp(prefix="memstream-bench-memhttp-", dir="/tmp"))
-    with server_group(work, keep=args.keep) as group:
+    work = args.work or Path(tempfile.mkdtemp(prefix="memstream-bench-memhttp-", dir="/tmp"))
+    with server_group(work, keep=args.keep or args.work is not None) as group:
         node = node_for(args, group, work)
         projection_runs(node.url)
         meters = Meters(memstream_processes(node, work, servers=True))
-        print(f"run {args.run}; metering {', '.join(meters.meters) or 'no local process'} and this bench")
+        metered = ", ".join(meters.meters) or "no local process"
+        print(f"run {args.run} in {work}; metering {metered} and this bench")
         asyncio.run(bench(node, args, meters))
 
 
