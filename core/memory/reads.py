@@ -77,6 +77,10 @@ class MemoryReads:
         self._store = store
         self._clock = clock
 
+    def now(self) -> datetime:
+        """The service clock's current time (aware)."""
+        return self._now()
+
     def _now(self) -> datetime:
         now = self._clock()
         if now.tzinfo is None:

@@ -15,8 +15,9 @@ Final score = path score x (0.8 + importance x 0.2), best first: the boost is re
 means the same on either path's scale (the index's fused score, DBSF by default: about 0..2; the
 full-text `ts_rank`: small positive numbers). A negative path score (DBSF: a candidate far below
 its lists' means) is divided by that factor instead, so a higher importance never ranks an entry
-lower. The returned entries' recall counters (count, last recalled) are updated. Expiry is judged
-by the service's clock.
+lower. The returned entries' recall counters (count, last recalled at the recall's time) are
+updated behind the answer (`core.memory.recall_counts`: the recall does not wait for them).
+Expiry is judged by the service's clock.
 
 Limit: default `RECALL_DEFAULT_LIMIT` (5), capped at `RECALL_MAX_LIMIT` (20): a larger limit is
 not an error, it answers with at most 20 entries and says so (`RecallResult.limit` is the limit
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Literal, NamedTuple, Protocol
 
 from core.embeddings.base import Embedder, SparseEncoder
@@ -36,6 +38,7 @@ from core.inputs import check_text
 from core.memory.checks import check_key_prefix
 from core.memory.models import CATEGORIES, RECALL_DEFAULT_LIMIT, RECALL_MAX_LIMIT, MemoryEntry, MemoryScope
 from core.memory.reads import ScoredEntry
+from core.memory.recall_counts import RecallCounts
 from core.metrics import MEMORY_RECALLS, child
 from core.stores.vectors import CollectionRef, IndexFilter, VectorIndex
 
@@ -70,7 +73,11 @@ class RecallStore(Protocol):
         limit: int = RECALL_DEFAULT_LIMIT,
     ) -> Sequence[ScoredEntry]: ...
 
-    async def record_recall(self, scope: MemoryScope, entry_ids: Sequence[str]) -> int: ...
+    async def record_recall(
+        self, scope: MemoryScope, entry_ids: Sequence[str], *, at: datetime | None = None
+    ) -> int: ...
+
+    def now(self) -> datetime: ...
 
 
 class RecallHit(NamedTuple):
@@ -131,7 +138,9 @@ def check_recall_args(query: str, category: str | None, key_prefix: str | None) 
 
 
 class Recaller:
-    """Two-phase recall over the vector index and Postgres (see the module doc)."""
+    """Two-phase recall over the vector index and Postgres (see the module doc). `counts` writes
+    the recall counters (default: a `RecallCounts` over `service`); its owner drains it
+    (`await recaller.counts.drain()`) before closing the database."""
 
     def __init__(
         self,
@@ -141,8 +150,10 @@ class Recaller:
         index: VectorIndex,
         *,
         model_id: str,
+        counts: RecallCounts | None = None,
     ) -> None:
         self._service = service
+        self.counts = counts if counts is not None else RecallCounts(service)
         self._embedder = embedder
         self._sparse = sparse
         self._index = index
@@ -170,7 +181,7 @@ class Recaller:
             hits = rank([(item.entry, item.score) for item in found], limit)
             result = RecallResult(hits=hits, path="postgres_fts", fallback_reason=reason)
         if result.hits:
-            await self._service.record_recall(scope, [hit.entry.entry_id for hit in result.hits])
+            self.counts.note(scope, [hit.entry.entry_id for hit in result.hits], self._service.now())
         child(MEMORY_RECALLS, result.path).inc()
         return result._replace(limit=limit, note=note)
 

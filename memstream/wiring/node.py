@@ -105,9 +105,11 @@ class Node:
         ]
 
     async def close(self) -> None:
-        """Close the relays' producers, the engines and the summary cache (after the tasks ended)."""
+        """Write the recall counters still waiting, then close the relays' producers, the engines
+        and the summary cache (after the tasks ended; before the pool closes)."""
         with contextlib.suppress(KeyError):
             REGISTRY.unregister(self.figures)
+        await self.memory.recaller.counts.drain()
         await self.relay.close()
         await self.entries_relay.close()
         await self.engines.close()

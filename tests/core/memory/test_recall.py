@@ -269,6 +269,7 @@ async def test_filters_and_recall_counters(
 
     clock.advance(minutes=5)
     await recaller.recall(ALICE, "tea")
+    await recaller.counts.drain()  # written behind the answer
     a_now, b_now = await service.get(ALICE, a.entry_id), await service.get(ALICE, b.entry_id)
     assert (a_now.recall_count, b_now.recall_count) == (2, 2)
     assert a_now.last_recalled_at == clock.now and b_now.last_recalled_at == clock.now
