@@ -1,6 +1,7 @@
 """Recall (`memory_recall`): hybrid index query for ranked ids, then Postgres for the truth.
 
-Phase 1 embeds the query (dense + BM25-style sparse) and asks the vector index for the best
+Phase 1 embeds the query (dense + BM25-style sparse; the dense vectors of recent query texts are
+kept, `core.memory.query_vectors`) and asks the vector index for the best
 `limit * OVERFETCH` ids among what the caller may see (the agent's shared entries and, with a
 user, that user's private ones; optionally one category). The index is a projection that may lag,
 so phase 2 fetches the authoritative rows from Postgres (`by_ids`), which re-applies visibility,
@@ -37,6 +38,7 @@ from core.errors import InvalidInput
 from core.inputs import check_text
 from core.memory.checks import check_key_prefix
 from core.memory.models import CATEGORIES, RECALL_DEFAULT_LIMIT, RECALL_MAX_LIMIT, MemoryEntry, MemoryScope
+from core.memory.query_vectors import QueryVectors
 from core.memory.reads import ScoredEntry
 from core.memory.recall_counts import RecallCounts
 from core.metrics import MEMORY_RECALLS, child
@@ -154,7 +156,7 @@ class Recaller:
     ) -> None:
         self._service = service
         self.counts = counts if counts is not None else RecallCounts(service)
-        self._embedder = embedder
+        self.query_vectors = QueryVectors(embedder)
         self._sparse = sparse
         self._index = index
         self._model_id = model_id
@@ -199,7 +201,7 @@ class Recaller:
         )
         where = IndexFilter(agent_id=scope.agent_id, user_id=scope.user_id, category=category)
         try:
-            dense = (await self._embedder.embed([text]))[0]
+            dense = await self.query_vectors.vector(text)
             sparse = self._sparse.encode_query(text)
             scored = await self._index.hybrid_query(
                 collection, dense, sparse, where, min(limit * OVERFETCH, MAX_INDEX_LIMIT)

@@ -1,0 +1,54 @@
+"""The dense vectors of recent recall queries (`QueryVectors`), so a repeated query is not embedded again.
+
+Embedding the query is the largest part of a recall (a MiniLM run, ~3 ms of CPU on an idle core),
+and it competes with the qdrant-projection for the same embedder. Agents repeat queries (the same
+question on every turn, a caller polling for a fact it just stored), so recall keeps the vectors
+of the last `size` distinct query texts.
+
+Correctness: an `Embedder`'s vector is a function of the text (and the model) only: the offline
+int8 model runs each text alone and the batched model masks padding (`sinks.embeddings.minilm`),
+and a remote model is asked for one text. One `QueryVectors` serves one embedder (one model id),
+so a cached vector is exactly what embedding the text again would give. Nothing else is cached:
+the index query and the Postgres re-check run on every recall.
+
+The vectors are kept as arrays of doubles (exactly the floats the embedder returned; 3 KiB for 384
+dimensions, ~3 MiB in all), the least recently used dropped first. Failures are not cached.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from core.embeddings.base import Embedder
+
+DEFAULT_SIZE = 1024
+
+
+class QueryVectors:
+    """Dense vectors of query texts through `embedder`, the last `size` distinct texts kept."""
+
+    def __init__(self, embedder: Embedder, *, size: int = DEFAULT_SIZE) -> None:
+        if size < 0:
+            raise ValueError("size must be >= 0")
+        self._embedder = embedder
+        self._size = size
+        self._vectors: OrderedDict[str, array[float]] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    async def vector(self, text: str) -> Sequence[float]:
+        """The dense vector of `text` (the embedder's errors propagate, nothing is kept for them)."""
+        found = self._vectors.get(text)
+        if found is not None:
+            self._vectors.move_to_end(text)
+            self.hits += 1
+            return found
+        self.misses += 1
+        vector = (await self._embedder.embed([text]))[0]
+        if self._size:
+            self._vectors[text] = array("d", vector)
+            while len(self._vectors) > self._size:
+                self._vectors.popitem(last=False)
+        return vector
