@@ -47,8 +47,10 @@ MAX_TOKENS = 256
 """all-MiniLM-L6-v2's maximum sequence length (sentence-transformers' `max_seq_length`)."""
 INTERACTIVE_TEXTS = 4
 """Calls with at most this many texts are served before bulk work."""
-PIECE_TEXTS = 8
-"""Texts per queued piece of the int8 model (each still runs alone)."""
+PIECE_TEXTS = 1
+"""Texts per queued piece of the int8 model (each runs alone anyway): a query waits for at most the
+one text each worker is embedding, not for a piece of several (~3 ms each on an idle core, several
+times that on a busy one)."""
 _TOKENIZER = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
 
 

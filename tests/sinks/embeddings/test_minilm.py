@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,29 @@ async def test_a_query_is_served_before_queued_bulk_work() -> None:
     (vector,) = await slow.embed(["what does the user drink?"])
     assert not bulk.done(), "the query waited for the whole bulk call"
     assert len(vector) == DIMENSIONS and len(await bulk) == 64
+
+
+async def test_a_query_waits_for_at_most_the_bulk_text_being_embedded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    one = OfflineMiniLM(MODEL_ID, workers=1)
+    one.load()
+    order: list[str] = []
+    taken = threading.Event()
+    run_alone = one._run_alone
+
+    def recording(session: object, texts: list[str]) -> object:
+        order.extend(texts)
+        taken.set()
+        return run_alone(session, texts)
+
+    monkeypatch.setattr(one, "_run_alone", recording)
+    long = "a sentence long enough to take a while to embed " * 20  # ~200 tokens: tens of ms each
+    bulk = asyncio.ensure_future(one.embed([f"{i}: {long}" for i in range(24)]))
+    assert await asyncio.to_thread(taken.wait, 30)  # every bulk piece is queued, the worker took one
+    await one.embed(["what does the user drink?"])
+    assert order.index("what does the user drink?") <= 1  # behind the text the worker had taken
+    await bulk
 
 
 def test_an_unknown_offline_model_is_refused() -> None:
