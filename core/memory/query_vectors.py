@@ -3,7 +3,9 @@
 Embedding the query is the largest part of a recall (a MiniLM run, ~3 ms of CPU on an idle core),
 and it competes with the qdrant-projection for the same embedder. Agents repeat queries (the same
 question on every turn, a caller polling for a fact it just stored), so recall keeps the vectors
-of the last `size` distinct query texts.
+of the last `size` distinct (scope, query text) pairs. The scope (environment, account, agent,
+user) is part of the key so that a hit, being faster, tells a caller only about its own earlier
+queries, never about another tenant's or user's.
 
 Correctness: an `Embedder`'s vector is a function of the text (and the model) only: the offline
 int8 model runs each text alone and the batched model masks padding (`sinks.embeddings.minilm`),
@@ -22,33 +24,36 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from core.embeddings.base import Embedder
+from core.memory.models import MemoryScope
 
 DEFAULT_SIZE = 1024
 
 
 class QueryVectors:
-    """Dense vectors of query texts through `embedder`, the last `size` distinct texts kept."""
+    """Dense vectors of query texts through `embedder`, the last `size` distinct (scope, text) kept."""
 
     def __init__(self, embedder: Embedder, *, size: int = DEFAULT_SIZE) -> None:
         if size < 0:
             raise ValueError("size must be >= 0")
         self._embedder = embedder
         self._size = size
-        self._vectors: OrderedDict[str, array[float]] = OrderedDict()
+        self._vectors: OrderedDict[tuple[MemoryScope, str], array[float]] = OrderedDict()
         self.hits = 0
         self.misses = 0
 
-    async def vector(self, text: str) -> Sequence[float]:
-        """The dense vector of `text` (the embedder's errors propagate, nothing is kept for them)."""
-        found = self._vectors.get(text)
+    async def vector(self, scope: MemoryScope, text: str) -> Sequence[float]:
+        """The dense vector of `text` asked in `scope` (the embedder's errors propagate, nothing is
+        kept for them)."""
+        key = (scope, text)
+        found = self._vectors.get(key)
         if found is not None:
-            self._vectors.move_to_end(text)
+            self._vectors.move_to_end(key)
             self.hits += 1
             return found
         self.misses += 1
         vector = (await self._embedder.embed([text]))[0]
         if self._size:
-            self._vectors[text] = array("d", vector)
+            self._vectors[key] = array("d", vector)
             while len(self._vectors) > self._size:
                 self._vectors.popitem(last=False)
         return vector

@@ -1,7 +1,7 @@
 """Recall (`memory_recall`): hybrid index query for ranked ids, then Postgres for the truth.
 
-Phase 1 embeds the query (dense + BM25-style sparse; the dense vectors of recent query texts are
-kept, `core.memory.query_vectors`) and asks the vector index for the best
+Phase 1 embeds the query (dense + BM25-style sparse; the dense vectors of the scope's recent
+query texts are kept, `core.memory.query_vectors`) and asks the vector index for the best
 `limit * OVERFETCH` ids among what the caller may see (the agent's shared entries and, with a
 user, that user's private ones; optionally one category). The index is a projection that may lag,
 so phase 2 fetches the authoritative rows from Postgres (`by_ids`), which re-applies visibility,
@@ -201,7 +201,7 @@ class Recaller:
         )
         where = IndexFilter(agent_id=scope.agent_id, user_id=scope.user_id, category=category)
         try:
-            dense = await self.query_vectors.vector(text)
+            dense = await self.query_vectors.vector(scope, text)
             sparse = self._sparse.encode_query(text)
             scored = await self._index.hybrid_query(
                 collection, dense, sparse, where, min(limit * OVERFETCH, MAX_INDEX_LIMIT)

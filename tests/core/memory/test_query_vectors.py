@@ -7,6 +7,10 @@ import pytest
 from core.embeddings.errors import EmbeddingError
 from core.memory.query_vectors import QueryVectors
 
+from .helpers import scope
+
+ALICE, BOB = scope("alice"), scope("bob")
+
 
 class Counting:
     """An embedder whose vector of a text is (its length, 0.1, 1/3); counts its calls; fails on "down"."""
@@ -27,8 +31,8 @@ class Counting:
 async def test_a_repeated_query_is_embedded_once_and_gets_the_same_floats() -> None:
     embedder = Counting()
     vectors = QueryVectors(embedder)
-    first = await vectors.vector("tea?")
-    again = await vectors.vector("tea?")
+    first = await vectors.vector(ALICE, "tea?")
+    again = await vectors.vector(ALICE, "tea?")
     assert list(first) == list(again) == [4.0, 0.1, 1 / 3]  # exactly the floats returned
     assert embedder.calls == [["tea?"]]
     assert (vectors.hits, vectors.misses) == (1, 1)
@@ -38,8 +42,16 @@ async def test_the_least_recently_used_text_is_dropped_first() -> None:
     embedder = Counting()
     vectors = QueryVectors(embedder, size=2)
     for text in ("a", "b", "a", "c", "a", "b"):  # "b" is dropped by "c", "a" stays in use
-        await vectors.vector(text)
+        await vectors.vector(ALICE, text)
     assert embedder.calls == [["a"], ["b"], ["c"], ["b"]]
+
+
+async def test_a_query_of_another_scope_is_embedded_anew() -> None:
+    embedder = Counting()
+    vectors = QueryVectors(embedder)
+    for who in (ALICE, BOB, scope("alice", account="other"), scope("alice", agent="other"), ALICE):
+        await vectors.vector(who, "tea?")
+    assert len(embedder.calls) == 4  # only the last one, alice's again, was kept
 
 
 async def test_failures_are_not_kept_and_size_zero_keeps_nothing() -> None:
@@ -47,12 +59,12 @@ async def test_failures_are_not_kept_and_size_zero_keeps_nothing() -> None:
     vectors = QueryVectors(embedder)
     for _ in range(2):
         with pytest.raises(EmbeddingError):
-            await vectors.vector("down")
+            await vectors.vector(ALICE, "down")
     assert embedder.calls == [["down"], ["down"]]
 
     off = QueryVectors(embedder, size=0)
-    await off.vector("x")
-    await off.vector("x")
+    await off.vector(ALICE, "x")
+    await off.vector(ALICE, "x")
     assert embedder.calls[-2:] == [["x"], ["x"]]
     with pytest.raises(ValueError):
         QueryVectors(embedder, size=-1)
