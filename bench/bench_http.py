@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import psutil
 from bench_journal import message_text, raw_batches
 from embedded_node import CpuMeter, Node, start_up, wait_ready
 from figures import load_note, pct
@@ -84,6 +85,9 @@ class Figures:
     cpu_ms_per_item: float | None
     client_cpu: float  # wrk's share of one core
     failed: int
+    stack_ms: dict[str, float] | None = None
+    """Appends: CPU ms per message of each supervised process from the run's start until the
+    processors drained it (idle use subtracted); None without the processes' pids."""
 
 
 def measure(node: Node, args: argparse.Namespace, row: Row, scripts: Path) -> Figures:
@@ -93,10 +97,12 @@ def measure(node: Node, args: argparse.Namespace, row: Row, scripts: Path) -> Fi
     else:
         script = context_script(scripts, node.key, THREADS)
     meter = CpuMeter(*node.pids)
+    stack = StackCpu(node) if row.per_call and node.services else None
     meter.start()
     result: WrkResult = run_wrk(args.wrk, node.url, script, row.connections, args.duration)
     cpu = meter.seconds()
     items = result.calls * max(1, row.per_call)
+    stack_ms = stack.per_item_until_quiet(node, args, items) if stack else None
     return Figures(
         per_second=items / result.seconds,
         p50_ms=result.p50_ms,
@@ -105,7 +111,35 @@ def measure(node: Node, args: argparse.Namespace, row: Row, scripts: Path) -> Fi
         cpu_ms_per_item=None if cpu is None or not items else cpu * 1e3 / items,
         client_cpu=result.client_cpu_s / result.seconds,
         failed=result.failed,
+        stack_ms=stack_ms,
     )
+
+
+class StackCpu:
+    """CPU of every process `memstream up` supervises (each with its children), measured from
+    construction: the whole stack's cost of a workload, the processors' catch-up included."""
+
+    def __init__(self, node: Node, idle_sample_s: float = 2.0) -> None:
+        self.meters = {name: CpuMeter(pid) for name, pid in node.services}
+        for m in self.meters.values():
+            m.start()
+        time.sleep(idle_sample_s)  # the idle use, subtracted from the workload's
+        self.idle = {name: (m.seconds() or 0.0) / idle_sample_s for name, m in self.meters.items()}
+        for m in self.meters.values():
+            m.start()
+        self.started = time.monotonic()
+
+    def per_item_until_quiet(self, node: Node, args: argparse.Namespace, items: int) -> dict[str, float]:
+        """Wait until the node and worker are quiet again, then each process's CPU ms per item
+        above its idle use (at least 0), and their sum under "total"."""
+        quiet(node, args)
+        elapsed = time.monotonic() - self.started
+        per = {
+            name: max(0.0, (m.seconds() or 0.0) - self.idle[name] * elapsed) * 1e3 / max(1, items)
+            for name, m in self.meters.items()
+        }
+        per["total"] = sum(per.values())
+        return per
 
 
 def seed_threads(http: httpx.Client) -> None:
@@ -163,8 +197,9 @@ def quiet(node: Node, args: argparse.Namespace) -> float | None:
 
 def profile(node: Node, args: argparse.Namespace, row: Row, scripts: Path) -> None:
     """Measure `row` once more (not in the table) with py-spy recording the node into `--profile`."""
-    if node.pid is None:
-        print("--profile needs the node's pid (--node-pid with --url): no profile", flush=True)
+    pid = node.worker_pid if args.profile_worker else node.pid
+    if pid is None:
+        print("--profile needs the node's pid (--node-pid with --url) or a worker: no profile", flush=True)
         return
     beside = Path(sys.executable).with_name("py-spy")
     spy = str(beside) if beside.is_file() else shutil.which("py-spy")
@@ -173,7 +208,7 @@ def profile(node: Node, args: argparse.Namespace, row: Row, scripts: Path) -> No
         return
     fmt = "raw" if args.profile.suffix == ".txt" else "speedscope"
     seconds = str(max(1, round(args.duration - 1)))
-    argv = [spy, "record", "--nonblocking", "-p", str(node.pid), "-d", seconds, "-f", fmt]
+    argv = [spy, "record", "--nonblocking", "-p", str(pid), "-d", seconds, "-f", fmt]
     argv += ["-o", str(args.profile)]  # --nonblocking: sampling does not pause the node
     print(f"\n== {row.label}, under py-spy ({' '.join(argv)})", flush=True)
     quiet(node, args)
@@ -231,12 +266,41 @@ def report(rows: list[Row], runs: dict[str, list[Figures]], raw: list[float], pr
     )
 
 
+def report_stack(rows: list[Row], runs: dict[str, list[Figures]], raw_cpu: list[float]) -> None:
+    """CPU per appended message of each process, until drained, and the cores a goal rate needs."""
+    measured = [r for r in rows if r.per_call and any(f.stack_ms for f in runs[r.label])]
+    if not measured:
+        return
+    names = [n for n in (runs[measured[0].label][0].stack_ms or {}) if n != "total"]
+    cores = psutil.cpu_count() or 1
+    print("\n== CPU per appended message, whole stack, from the run's start until drained (us; medians)")
+    print(f"| path | {' | '.join(names)} | total | msg/s on {cores} cores at that cost |")
+    print("|---|" + "---|" * (len(names) + 2))
+    for row in measured:
+        cells = {n: med([(f.stack_ms or {}).get(n) for f in runs[row.label]]) for n in [*names, "total"]}
+        total = cells["total"] or 0.0
+        bound = f"{cores * 1e3 / total:,.0f}" if total else "-"
+        shown = " | ".join("-" if cells[n] is None else f"{(cells[n] or 0.0) * 1e3:.0f}" for n in names)
+        print(f"| {row.label} | {shown} | {total * 1e3:.0f} | {bound} |")
+    if raw_cpu:
+        raw_us = statistics.median(raw_cpu) * 1e3
+        print(
+            f"raw SlateDB `WriteBatch` of 64 x 500 B: {raw_us:.0f} us of CPU per message (this process), "
+            f"{cores * 1e6 / raw_us:,.0f} msg/s on {cores} cores at that cost"
+        )
+    print(
+        "Each process's CPU above its idle use, divided by the messages appended; the last column is "
+        "the rate at which that cost would fill every core of this machine (an upper bound)."
+    )
+
+
 def bench(node: Node, args: argparse.Namespace, work: Path) -> None:
     scripts = work / "wrk"
     scripts.mkdir(parents=True, exist_ok=True)
     headers = {"Authorization": f"Bearer {node.key}"}
     runs: dict[str, list[Figures]] = {row.label: [] for row in ROWS}
     raw: list[float] = []
+    raw_cpu: list[float] = []  # ms of this process's CPU per raw message
     probes: list[float] = []
     with httpx.Client(base_url=node.url, headers=headers, timeout=60) as http:
         seed_threads(http)
@@ -250,8 +314,14 @@ def bench(node: Node, args: argparse.Namespace, work: Path) -> None:
             idle = quiet(node, args)
             if idle is not None:
                 print(f"   node idle: {idle:.0%} CPU", flush=True)
+            cpu_before = time.process_time()
             raw.append(asyncio.run(raw_batches(work / "raw", args.raw_seconds)))
-            print(f"   raw SlateDB WriteBatch 64 x 500 B, await_durable: {raw[-1]:,.0f} msg/s", flush=True)
+            raw_cpu.append((time.process_time() - cpu_before) * 1e3 / (raw[-1] * args.raw_seconds))
+            print(
+                f"   raw SlateDB WriteBatch 64 x 500 B, await_durable: {raw[-1]:,.0f} msg/s, "
+                f"{raw_cpu[-1] * 1e3:.0f} us of CPU per message",
+                flush=True,
+            )
             for row in ROWS:
                 quiet(node, args)  # the processors drained the previous row's appends
                 figs = measure(node, args, row, scripts)
@@ -269,6 +339,7 @@ def bench(node: Node, args: argparse.Namespace, work: Path) -> None:
             ms = [d * 1000 for d in found]
             print(f"   append -> found by journal_message_search: p50 {pct(ms, 0.5):.0f} ms", flush=True)
     report(ROWS, runs, raw, probes)
+    report_stack(ROWS, runs, raw_cpu)
     if args.profile:
         profile(node, args, ROWS[2], scripts)
 
@@ -291,6 +362,9 @@ def main() -> None:
     parser.add_argument("--wrk", default=None, help="the wrk binary (default: wrk on PATH)")
     parser.add_argument("--install-wrk", action="store_true", help="apt-get install wrk when missing")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy output (.txt: raw format)")
+    parser.add_argument(
+        "--profile-worker", action="store_true", help="record the thread-memory worker, not the node"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temp directory")
     args = parser.parse_args()
     if args.repeat < 1:

@@ -42,6 +42,9 @@ class Node:
     bootstrap: str | None = None
     worker_pid: int | None = None
     """The thread-memory worker `memstream up` runs beside the node (None: the node hosts them)."""
+    services: tuple[tuple[str, int], ...] = ()
+    """Every process `memstream up` supervises, by name (broker, postgres, redis, node, worker);
+    empty for a node started elsewhere."""
 
     @property
     def pids(self) -> list[int]:
@@ -99,6 +102,7 @@ def start_up(group: ServerGroup, work: Path, timeout_s: float = 300.0) -> Node:
         pid=int(state["services"]["node"]["pid"]),
         bootstrap=f"127.0.0.1:{broker_port}",
         worker_pid=int(worker["pid"]) if worker else None,
+        services=tuple((name, int(svc["pid"])) for name, svc in state["services"].items()),
     )
 
 
