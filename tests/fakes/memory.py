@@ -104,9 +104,11 @@ class _State:
     entries: dict[str, StoredEntry] = field(default_factory=dict)
     decayed_at: dict[str, datetime] = field(default_factory=dict)
     outbox: Outbox = field(default_factory=list)
+    quarantine: list[Any] = field(default_factory=list)
+    """`tests.fakes.quarantine`'s records (they commit and roll back with the entries)."""
 
     def copy(self) -> _State:
-        return _State(dict(self.entries), dict(self.decayed_at), list(self.outbox))
+        return _State(dict(self.entries), dict(self.decayed_at), list(self.outbox), list(self.quarantine))
 
 
 class InMemoryMemoryWrites:
