@@ -15,6 +15,7 @@ import click
 
 from memstream.cli.admin import rebuild, replay, republish, verify
 from memstream.cli.mcp import mcp
+from memstream.cli.rescreen import rescreen
 from memstream.cli.settings import load_settings
 
 
@@ -215,5 +216,5 @@ def keys_create(account: str, label: str, surface: str) -> None:
     click.echo(key)
 
 
-for _command in (replay, republish, verify, rebuild, mcp):
+for _command in (replay, republish, verify, rebuild, mcp, rescreen):
     main.add_command(_command)
