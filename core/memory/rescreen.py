@@ -25,6 +25,7 @@ reports the open quarantines as `already_quarantined`. `dry_run` judges without 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import Callable
@@ -72,23 +73,24 @@ def judge(entry: MemoryEntry) -> Verdict:
         if not found:
             continue
         what = ", ".join(SENSITIVE_DESCRIPTIONS[rule] for rule in found)
+        detail = f"the shared entry's {name} contains {what}, which may only be stored privately"
         if entry.author_user_id is None:
             return Verdict(
                 "quarantine",
                 "sensitive_without_user",
                 found[0],
                 name,
-                f"the shared entry's {name} contains {what}, which may only be stored privately, and the "
-                "entry has no author to make it private to",
+                detail + "; the entry has no author to make it private to",
             )
-        return Verdict(
-            "make_private",
-            "sensitive",
-            found[0],
-            name,
-            f"the shared entry's {name} contains {what}: made private to its author {entry.author_user_id!r}",
-        )
+        return Verdict("make_private", "sensitive", found[0], name, detail)
     return KEEP
+
+
+def _made_private(verdict: Verdict, entry: MemoryEntry) -> Verdict:
+    """A `make_private` verdict, its detail saying to whom."""
+    return dataclasses.replace(
+        verdict, detail=f"{verdict.detail}; made private to its author {entry.author_user_id!r}"
+    )
 
 
 def released_kept(entry: MemoryEntry, release: QuarantineRecord | None) -> bool:
@@ -241,14 +243,14 @@ class Rescreener:
             if verdict.action == "make_private":
                 made = await self._make_private(tx, current)
                 if made is not None:
-                    return made.entry, "made_private", verdict
+                    return made.entry, "made_private", _made_private(verdict, entry)
                 verdict = Verdict(
                     "quarantine",
                     "sensitive_key_taken",
                     verdict.rule,
                     verdict.field,
-                    verdict.detail.split(":")[0] + f", and its author {entry.author_user_id!r} already has a "
-                    f"private entry with the key {entry.key!r}",
+                    f"{verdict.detail}; its author {entry.author_user_id!r} already has a private entry with "
+                    f"the key {entry.key!r}",
                 )
             await tx.quarantine(
                 QuarantineRecord(
@@ -312,7 +314,9 @@ def _planned(
     """What a real run would most likely do (a dry run; module doc)."""
     if released_kept(entry, release):
         return "released_kept", verdict
-    return ("made_private" if verdict.action == "make_private" else "quarantined"), verdict
+    if verdict.action == "make_private":
+        return "made_private", _made_private(verdict, entry)
+    return "quarantined", verdict
 
 
 def _uid(entry: MemoryEntry) -> uuid.UUID:

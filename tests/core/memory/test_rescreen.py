@@ -77,6 +77,7 @@ async def test_sensitive_shared_entries_become_private_to_their_author(subject: 
     before = await subject.published()
     report = await rescreener(subject).run(ENV)
     assert report.outcomes["made_private"] == 1 and report.rules == {"email": 1}
+    assert report.affected[0].detail.endswith("made private to its author 'alice'")
     uid = uuid.UUID(shared.entry.entry_id)
     now_alice = await subject.memory.get(ALICE, uid, now=T0, include_expired=False)
     assert now_alice is not None and now_alice.version == 2
@@ -102,6 +103,10 @@ async def test_sensitive_entries_without_a_private_home_are_quarantined(subject:
         "phone",
     )
     assert by_id[taken.entry.entry_id].reason == "sensitive_key_taken"
+    assert (
+        "author 'alice' already has a private entry with the key 'contact'"
+        in by_id[taken.entry.entry_id].detail
+    )
     assert report.outcomes["quarantined"] == 2
     assert await subject.visible_anywhere(alices.entry.entry_id)
     assert not await subject.visible_anywhere(taken.entry.entry_id)
