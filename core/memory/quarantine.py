@@ -7,7 +7,8 @@ answer it, for any tenant, and its move publishes a tombstone so the index drops
 
 Contract (on top of `MemoryWrites`, whose statements a `QuarantineWrites` also has):
 - `scan` pages through the stored entries of one environment (optionally one account) by
-  entry_id ascending, strictly after `after` (keyset, no OFFSET), expired ones included.
+  entry_id ascending, strictly after `after` (keyset, no OFFSET), expired ones included; `count`
+  is how many there are (a snapshot: for progress only).
 - `lock(entry_id)` is the entry as stored now, locked for update (None when it is gone).
 - `quarantine(record)` removes the entry from the entries store and keeps `record` (open, i.e.
   not released); the caller publishes the tombstone in the same block. An entry has at most one
@@ -71,6 +72,10 @@ class QuarantineStore(Protocol):
         self, environment: str, account_id: str, agent_id: str
     ) -> AbstractAsyncContextManager[QuarantineWrites]:
         """One block holding the agent's write lock (as `MemoryStore.writing`)."""
+        ...
+
+    async def count(self, environment: str, account_id: str | None, *, after: uuid.UUID | None) -> int:
+        """How many entries `scan` would page through from `after` (for progress)."""
         ...
 
     async def scan(

@@ -124,6 +124,8 @@ class RescreenReport:
     environment: str
     account_id: str | None
     dry_run: bool
+    total: int = 0
+    """The entries in scope when the run started (progress only: entries come and go meanwhile)."""
     scanned: int = 0
     passed: int = 0
     outcomes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(OUTCOMES, 0))
@@ -177,6 +179,7 @@ class Rescreener:
         `progress(report)` after each batch."""
         started = time.monotonic()
         report = RescreenReport(environment, account_id, dry_run)
+        report.total = await self._store.count(environment, account_id, after=after)
         await self._already_quarantined(report, batch_size)
         cursor = after
         while True:

@@ -51,7 +51,7 @@ async def rescreen_once(
             Progress(
                 "rescreen",
                 report.scanned,
-                None,
+                max(report.total, report.scanned),
                 f"{acted} changed, last {report.last_entry_id}",
                 {"entries_per_s": round(report.scanned / elapsed) if elapsed else 0},
             )

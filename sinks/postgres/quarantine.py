@@ -129,6 +129,10 @@ class PostgresQuarantineStore:
             )
             yield QuarantineTx(conn)
 
+    async def count(self, environment: str, account_id: str | None, *, after: uuid.UUID | None) -> int:
+        where, params = _scope(environment, account_id, after)
+        return int(await self._pool.fetchval(f"SELECT count(*) FROM memory_entries WHERE {where}", *params))
+
     async def scan(
         self, environment: str, account_id: str | None, *, after: uuid.UUID | None, limit: int
     ) -> list[StoredEntry]:

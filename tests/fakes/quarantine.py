@@ -82,6 +82,9 @@ class InMemoryQuarantineStore(InMemoryMemoryStore):
             yield writes
             self._state = writes.state
 
+    async def count(self, environment: str, account_id: str | None, *, after: uuid.UUID | None) -> int:
+        return len(await self.scan(environment, account_id, after=after, limit=len(self._state.entries)))
+
     async def scan(
         self, environment: str, account_id: str | None, *, after: uuid.UUID | None, limit: int
     ) -> list[StoredEntry]:

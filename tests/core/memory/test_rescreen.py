@@ -153,16 +153,16 @@ async def test_batches_follow_the_entry_ids_and_a_run_resumes_after_one(subject:
         *(entry(content=INJECTION if i % 3 == 0 else f"fact {i}") for i in range(7))
     )
     ordered = sorted(stored, key=lambda s: uuid.UUID(s.entry.entry_id))
-    seen: list[tuple[int, str | None]] = []
+    seen: list[tuple[int, int, str | None]] = []
     report = await rescreener(subject).run(
-        ENV, batch_size=2, progress=lambda r: seen.append((r.scanned, r.last_entry_id))
+        ENV, batch_size=2, progress=lambda r: seen.append((r.total, r.scanned, r.last_entry_id))
     )
-    assert seen == [(n, ordered[min(n, 7) - 1].entry.entry_id) for n in (2, 4, 6, 7)]
+    assert seen == [(7, n, ordered[n - 1].entry.entry_id) for n in (2, 4, 6, 7)]
     assert report.scanned == 7 and report.outcomes["quarantined"] == 3
     # resuming after the third entry scans only the ones after it
     resumed = await rescreener(subject).run(ENV, after=uuid.UUID(ordered[2].entry.entry_id))
     later = [s for s in ordered[3:] if "fact" in s.entry.content]
-    assert resumed.scanned == len(later)
+    assert resumed.scanned == resumed.total == len(later)
 
 
 async def test_release_puts_the_entry_back_and_later_runs_keep_it(subject: Subject) -> None:
