@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Sequence
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -98,6 +99,13 @@ class ContextInfo(BaseModel):
     window_messages: int = Field(description="messages in the window (fewer when the thread is shorter)")
     first_offset: int | None = Field(description="journal offset of the window's first message")
     last_offset: int | None = Field(description="journal offset of the window's last message")
+    window_created_at: list[datetime] = Field(
+        default_factory=list,
+        description=(
+            "the time of each window message, in the order of `messages` (the last `window_messages` "
+            "of them): the append's time, or the original time an import gave"
+        ),
+    )
     summary_version: int | None = Field(description="version of the summary included; null when none")
     summary_last_message_offset: int | None = Field(
         default=None, description="journal offset of the last message the summary covers; null when none"
@@ -232,6 +240,7 @@ def assemble(
             window_messages=len(window),
             first_offset=window[0].offset if window else None,
             last_offset=window[-1].offset if window else None,
+            window_created_at=[m.created_at for m in window],
             summary_version=summary.version if summary is not None else None,
             summary_last_message_offset=summary.last_message_offset if summary is not None else None,
             orphan_tool_results_dropped=dropped,

@@ -4,7 +4,8 @@
   `NewMessage`, no `message_id` twice in one call, text that encodes (no lone surrogate), and each
   message at most `max_message_bytes` encoded; `InvalidInput` naming the message otherwise.
 - `check_retry(new, stored, thread_id)`: a `message_id` already stored is an idempotent retry only
-  in the same thread with the same role, content, reasoning and tool call; `Conflict` otherwise. An
+  in the same thread with the same role, content, reasoning and tool call (and the same
+  `created_at` when the retry gives one); `Conflict` otherwise. An
   id taken in another thread gets one fixed answer, whatever that message holds, so that a conflict
   never confirms another thread's text.
 """
@@ -67,6 +68,7 @@ def check_retry(new: NewMessage, stored: Message, thread_id: str) -> Message:
             ("content", new.content, stored.content),
             ("reasoning", new.reasoning, stored.reasoning),
             ("tool_call", new.tool_call, stored.tool_call),
+            ("created_at", new.created_at or stored.created_at, stored.created_at),
         )
         if ours != theirs
     ]

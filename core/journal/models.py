@@ -1,8 +1,10 @@
 """The journal's message model and its validation rules.
 
 `NewMessage` is what a caller sends; `Message` is what the journal stores and publishes, with the
-ids of its tenancy scope, its per-thread `offset`, the journal-wide `seq` (relay order), the
-server-side `created_at` and its exact o200k `token_count`.
+ids of its tenancy scope, its per-thread `offset`, the journal-wide `seq` (relay order), its
+`created_at` (the time of the append, or the original time the caller gave: imports of earlier
+conversations keep their times, while the order stays the journal's) and its exact o200k
+`token_count`.
 
 Validation is strict and specific: every rule raises a `ValueError` naming the rule, which the API
 turns into a 422 with the field, and nothing is written. The rules for new input (`NewMessage`:
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -63,8 +65,17 @@ class ToolCall(BaseModel):
         return self
 
 
+EARLIEST_CREATED_AT = datetime(1970, 1, 1, tzinfo=UTC)
+CREATED_AT_SKEW = timedelta(minutes=5)
+"""How far ahead of the node's clock a given `created_at` may be (the caller's clock may differ)."""
+
+
 class NewMessage(BaseModel):
-    """A message as sent by a caller. `message_id` makes retries idempotent; give one."""
+    """A message as sent by a caller. `message_id` makes retries idempotent; give one.
+
+    `created_at` is optional: the message's original time (history imported from elsewhere), with
+    a time zone, from 1970 on and not after the node's clock plus `CREATED_AT_SKEW`; stored in UTC.
+    Without it the message gets the time of its append."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -73,6 +84,31 @@ class NewMessage(BaseModel):
     content: str = ""
     reasoning: str | None = None
     tool_call: ToolCall | None = None
+    created_at: datetime | None = Field(
+        default=None,
+        description=(
+            "the message's original time, with a time zone (e.g. 2024-05-01T10:00:00Z), for history "
+            "imported from elsewhere; default: the time of the append. The order stays the journal's."
+        ),
+    )
+
+    @field_validator("created_at")
+    @classmethod
+    def _original_time(cls, value: datetime | None) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError("created_at needs a time zone, e.g. 2024-05-01T10:00:00Z or +02:00")
+        value = value.astimezone(UTC)
+        if value < EARLIEST_CREATED_AT:
+            raise ValueError("created_at must not be before 1970-01-01T00:00:00Z")
+        latest = datetime.now(UTC) + CREATED_AT_SKEW
+        if value > latest:
+            raise ValueError(
+                f"created_at {value.isoformat()} is in the future (the node's clock says "
+                f"{datetime.now(UTC).isoformat(timespec='seconds')}); send the message's real time"
+            )
+        return value
 
     @field_validator("tool_call")
     @classmethod

@@ -297,7 +297,7 @@ class GroupCommit:
                     content=item.new.content,
                     reasoning=item.new.reasoning,
                     tool_call=item.new.tool_call,
-                    created_at=now,
+                    created_at=item.new.created_at or now,
                     token_count=item.token_count,
                 )
                 row_key = prefix + keys.offset_suffix(offset)

@@ -105,7 +105,7 @@ class InMemoryJournal:
                 content=new.content,
                 reasoning=new.reasoning,
                 tool_call=new.tool_call,
-                created_at=now,
+                created_at=new.created_at or now,
                 token_count=message_token_count(new),
             )
             rows.append(message)

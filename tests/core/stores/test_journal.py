@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -143,6 +143,45 @@ async def test_append_returns_durable_messages_with_metadata(journal: Journal) -
     assert len(stored[1].message_id) == 32  # generated uuid4 hex
     assert await journal.last(thread(), 10) == stored
     assert await journal.last_seq() == 3
+
+
+async def test_a_given_created_at_is_kept_in_utc_and_the_order_stays_the_journals(
+    journal: Journal,
+) -> None:
+    """History imported from elsewhere keeps its times (in UTC), whatever their order; a message
+    without one gets the time of the append."""
+    paris = timezone(timedelta(hours=2))
+    old = NewMessage(
+        role="user", content="old", message_id="m1", created_at=datetime(2024, 5, 1, 12, tzinfo=paris)
+    )
+    older = NewMessage(
+        role="assistant", content="older", message_id="m2", created_at=datetime(2020, 1, 1, tzinfo=UTC)
+    )
+    before = datetime.now(UTC)
+    stored = await journal.append(thread(), "a", None, [old, older, user("now", "m3")])
+    assert [m.offset for m in stored] == [0, 1, 2]
+    assert stored[0].created_at == datetime(2024, 5, 1, 10, tzinfo=UTC)
+    assert stored[0].created_at.utcoffset() == timedelta(0)
+    assert stored[1].created_at == datetime(2020, 1, 1, tzinfo=UTC)
+    assert before - timedelta(seconds=1) <= stored[2].created_at <= datetime.now(UTC)
+    assert await journal.after(thread(), -1) == stored
+    assert await journal.read_from_seq(0, 10) == stored
+
+
+async def test_a_retry_with_another_created_at_conflicts(journal: Journal) -> None:
+    when = datetime(2024, 5, 1, 10, tzinfo=UTC)
+    first = await journal.append(
+        thread(), "a", None, [NewMessage(role="user", content="hi", message_id="m1", created_at=when)]
+    )
+    same = NewMessage(
+        role="user", content="hi", message_id="m1", created_at=when.astimezone(timezone(timedelta(hours=-5)))
+    )
+    assert await journal.append(thread(), "a", None, [same]) == first  # the same instant
+    assert await journal.append(thread(), "a", None, [user("hi", "m1")]) == first  # time not given
+    moved = NewMessage(role="user", content="hi", message_id="m1", created_at=when + timedelta(seconds=1))
+    with pytest.raises(Conflict, match=r"m1.*created_at"):
+        await journal.append(thread(), "a", None, [moved])
+    assert await journal.last_seq() == 1
 
 
 async def test_empty_append_writes_nothing(journal: Journal) -> None:
@@ -290,6 +329,10 @@ async def test_text_that_is_not_unicode_is_rejected(journal: Journal) -> None:
         {"role": "tool", "content": "result without a tool_call"},
         {"role": "user", "content": "x", "tool_call": {"id": "c1", "result": "r"}},
         {"role": "user", "content": "x", "extra": 1},
+        {"role": "user", "content": "x", "created_at": "2024-05-01T10:00:00"},  # no time zone
+        {"role": "user", "content": "x", "created_at": "1969-12-31T23:59:59Z"},
+        {"role": "user", "content": "x", "created_at": "2999-01-01T00:00:00Z"},
+        {"role": "user", "content": "x", "created_at": "yesterday"},
     ],
 )
 async def test_model_rules_reject_before_anything_is_written(

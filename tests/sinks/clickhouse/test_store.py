@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -52,6 +53,24 @@ async def test_insert_then_read_back_every_column(
     ]  # fmt: skip
     assert values[15].replace(tzinfo=None) == BASE_TIME.replace(tzinfo=None)
     assert values[16] == 1
+
+
+async def test_one_insert_may_span_more_months_than_the_default_partition_limit(
+    transcript_store: ClickHouseTranscriptStore, chdb_client: Any
+) -> None:
+    """Imported history keeps its `created_at`: 15 years of monthly messages (180 partitions of
+    `toYYYYMM(created_at)`) in one batch are one insert, not an error."""
+    rows = [
+        row("old", i, f"month {i}", created_at=datetime(2010 + i // 12, i % 12 + 1, 1, tzinfo=UTC))
+        for i in range(180)
+    ]
+    await transcript_store.insert(rows)
+    found = chdb_client.query(
+        f"SELECT count(), uniqExact(toYYYYMM(created_at)), min(created_at) "
+        f"FROM {transcript_store.database}.messages"
+    ).result_rows[0]
+    assert found[:2] == (180, 180)
+    assert found[2].replace(tzinfo=None) == datetime(2010, 1, 1)
 
 
 async def test_terms_are_stored(transcript_store: ClickHouseTranscriptStore, chdb_client: Any) -> None:

@@ -112,6 +112,16 @@ async def test_append_contradicting_thread_is_409(
         ),
         ([{"role": "user", "content": "x", "extra": 1}], "messages[0].extra", "Extra inputs"),
         ([user("a", "dup"), user("b", "dup")], "messages[1].message_id", "more than once"),
+        (
+            [user("ok"), {"role": "user", "content": "x", "created_at": "2024-05-01T10:00:00"}],
+            "messages[1].created_at",
+            "needs a time zone",
+        ),
+        (
+            [{"role": "user", "content": "x", "created_at": "2999-05-01T10:00:00Z"}],
+            "messages[0].created_at",
+            "is in the future",
+        ),
     ],
 )
 async def test_invalid_append_is_422_and_writes_nothing(
@@ -132,6 +142,31 @@ async def test_invalid_append_is_422_and_writes_nothing(
     assert reason in error["message"]
     assert await pool.fetchval("SELECT count(*) FROM threads") == 0  # not even the auto-created thread
     assert await journal.last_seq() == 0
+
+
+async def test_imported_history_keeps_its_created_at_everywhere(
+    client: httpx.AsyncClient, keys: Keys
+) -> None:
+    """An append may carry each message's original time: the answer, the messages page and the
+    context's window show it, in UTC, in the journal's order."""
+    messages = [
+        {**user("from last year", "m1"), "created_at": "2025-03-04T05:06:07.123456+02:00"},
+        {**user("from 2020", "m2"), "created_at": "2020-01-01T00:00:00Z"},
+        user("now", "m3"),
+    ]
+    response = await client.post(
+        "/v1/threads/t1/messages", json={"agent_id": "bot", "messages": messages}, headers=keys.acme
+    )
+    assert response.status_code == 201, response.text
+    times = [m["created_at"] for m in response.json()["messages"]]
+    assert times[:2] == ["2025-03-04T03:06:07.123456Z", "2020-01-01T00:00:00Z"]
+    page = (await client.get("/v1/threads/t1/messages", headers=keys.acme)).json()
+    assert [m["created_at"] for m in page["messages"]] == times
+    assert [m["offset"] for m in page["messages"]] == [0, 1, 2]
+    context = (await client.get("/v1/threads/t1/context", headers=keys.acme)).json()
+    assert context["metadata"]["window_created_at"] == times
+    assert [m["content"] for m in context["messages"]] == ["from last year", "from 2020", "now"]
+    assert all("created_at" not in m for m in context["messages"])  # chat messages keep their shape
 
 
 async def test_read_pages(client: httpx.AsyncClient, keys: Keys) -> None:
