@@ -36,12 +36,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.auth import Principal
+from core.errors import InvalidInput
 from core.journal.models import Message
 from core.journal.tokens import count_tokens
 from core.memory.models import MemoryScope
 from core.memory.pinned import PinnedFact, PinnedFactsProvider, render_pinned
 from core.stores.journal import Journal
-from core.summaries.models import Summary, SummaryReader
+from core.summaries.models import Summary, SummaryHistory, SummaryReader
 from core.threads import ThreadService, journal_call
 
 SUMMARY_PREFIX = "Previous conversation summary: "
@@ -115,6 +116,21 @@ class ContextInfo(BaseModel):
         description="tool results at the window's start left out because their call fell outside it",
     )
     pinned_count: int = Field(description="pinned facts included")
+    at_offset: int | None = Field(
+        default=None,
+        description=(
+            "set for a point-in-time context (`at_offset`): the context as it stood when the thread's "
+            "last message had this offset, before the next one arrived; null for the current context"
+        ),
+    )
+    pinned_left_out: int = Field(
+        default=0,
+        description=(
+            "point-in-time contexts: facts pinned today but written after that time, left out (an edited "
+            "fact's earlier text and deleted facts are not kept, so pinned facts are today's as far as "
+            "they already existed then)"
+        ),
+    )
     token_count: int = Field(description="o200k tokens of all message texts (system messages included)")
 
 
@@ -159,11 +175,17 @@ class ContextReader:
         threads: ThreadService,
         pinned: PinnedFactsProvider,
         summaries: SummaryReader,
+        history: SummaryHistory | None = None,
     ) -> None:
+        """`history` answers point-in-time contexts (`get_context_at`); by default `summaries`
+        when it keeps the versions itself."""
         self._journal = journal
         self._threads = threads
         self._pinned = pinned
         self._summaries = summaries
+        self._history = (
+            history if history is not None else summaries if isinstance(summaries, SummaryHistory) else None
+        )
 
     async def get_context(self, principal: Principal, thread_id: str) -> Context:
         """The context of the caller's thread (NotFound when the caller's account has no such thread)."""
@@ -183,6 +205,49 @@ class ContextReader:
         return assemble(
             thread.thread_id, thread.agent_id, thread.user_id, window_size, facts, summary, window
         )
+
+    async def get_context_at(self, principal: Principal, thread_id: str, at_offset: int) -> Context:
+        """The context as it stood when the thread's last message had offset `at_offset`, before the
+        next message was appended (for audits): the window of the messages up to `at_offset` (the
+        thread's window size today), the summary version in force then (`SummaryHistory.as_of`:
+        covering nothing later and written before the next message's `created_at`), and today's
+        pinned facts that were already written then (`metadata.pinned_left_out` counts the others).
+        NotFound without such a thread; InvalidInput when the thread has no message `at_offset`."""
+        if self._history is None:
+            raise InvalidInput(
+                "this node keeps no summary history: at_offset is not available", field="at_offset"
+            )
+        thread = await self._threads.get(principal, thread_id)
+        scope = MemoryScope(
+            environment=thread.environment,
+            account_id=thread.account_id,
+            agent_id=thread.agent_id,
+            user_id=thread.user_id,
+        )
+        span = max(thread.window_size, 1)
+        read = self._journal.after(thread.ref, max(-1, at_offset - span), span + 1)
+        around = await journal_call(read, "reading the context window")
+        if not any(m.offset == at_offset for m in around):
+            raise InvalidInput(
+                f"thread {thread_id!r} has no message at offset {at_offset}: at_offset must be the "
+                "offset of one of its messages",
+                field="at_offset",
+            )
+        window = [m for m in around if at_offset - thread.window_size < m.offset <= at_offset]
+        following = next((m for m in around if m.offset == at_offset + 1), None)
+        then = following.created_at if following is not None else None
+        facts, summary = await _gather(
+            self._pinned.pinned(scope),
+            self._history.as_of(thread.ref, thread.agent_id, last_offset=at_offset, written_before=then),
+        )
+        kept = [f for f in facts if then is None or (f.updated_at is not None and f.updated_at < then)]
+        context = assemble(
+            thread.thread_id, thread.agent_id, thread.user_id, thread.window_size, kept, summary, window
+        )
+        info = context.metadata.model_copy(
+            update={"at_offset": at_offset, "pinned_left_out": len(facts) - len(kept)}
+        )
+        return context.model_copy(update={"metadata": info})
 
     async def get_subagent_context(self, principal: Principal, parent_thread_id: str) -> Context:
         """The context a delegated sub-agent starts with: the parent thread's pinned facts only

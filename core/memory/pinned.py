@@ -52,6 +52,9 @@ class PinnedFact(BaseModel):
     fact_id: str
     content: str
     key: str | None = None
+    updated_at: datetime | None = None
+    """When the entry was last written (None: unknown); a point-in-time context leaves out the
+    facts written after its time."""
 
 
 class PinnedFactsProvider(Protocol):
@@ -134,7 +137,9 @@ def select_pinned(entries: Iterable[MemoryEntry], scope: MemoryScope, now: datet
 
 
 def to_pinned_fact(entry: MemoryEntry) -> PinnedFact:
-    return PinnedFact(fact_id=entry.entry_id, key=entry.key, content=entry.content)
+    return PinnedFact(
+        fact_id=entry.entry_id, key=entry.key, content=entry.content, updated_at=entry.updated_at
+    )
 
 
 class MemoryPinnedFacts:

@@ -21,7 +21,7 @@ it was last given, and never raises.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -110,6 +110,29 @@ class SummaryReader(Protocol):
         """The thread's current summary, or None when none was written yet.
 
         Raises SummaryUnavailable when one exists but cannot be read.
+        """
+        ...
+
+
+def in_force_then(summary: Summary, last_offset: int, written_before: datetime | None) -> bool:
+    """Whether `summary` could be the one a context showed when the thread's last message had
+    offset `last_offset` and its next one was appended at `written_before` (None: no next message
+    yet): it covers no later message and was written before that next message. Versions are
+    written in order, so this holds for every version up to some N and for none after. Pure."""
+    if summary.last_message_offset > last_offset:
+        return False
+    return written_before is None or summary.timestamp < written_before
+
+
+@runtime_checkable
+class SummaryHistory(Protocol):
+    async def as_of(
+        self, thread: ThreadRef, agent_id: str, *, last_offset: int, written_before: datetime | None
+    ) -> Summary | None:
+        """The highest version `in_force_then(version, last_offset, written_before)` holds for
+        (None when no version does): the summary a context showed at that point of the thread.
+
+        Raises SummaryUnavailable when the versions cannot be read.
         """
         ...
 

@@ -130,7 +130,7 @@ class FastRoutes:
     def __init__(self, app: ASGIApp, api: FastAPI) -> None:
         self.app = app
         self.append = hot_route(api, *APPEND, body="body", query=())
-        self.context = hot_route(api, *CONTEXT, body=None, query=("as_subagent",))
+        self.context = hot_route(api, *CONTEXT, body=None, query=("as_subagent", "at_offset"))
         self.handlers: dict[type[BaseException], Handler] = {
             kind: handler
             for kind, handler in api.exception_handlers.items()
@@ -150,7 +150,7 @@ class FastRoutes:
                             return
                     elif tail == "context" and method == "GET":
                         scope[ROUTE] = CONTEXT[1]
-                        values = {"thread_id": thread_id, "as_subagent": False}
+                        values = {"thread_id": thread_id, "as_subagent": False, "at_offset": None}
                         await self._serve(self.context, values, scope, receive, send)
                         return
         await self.app(scope, receive, send)

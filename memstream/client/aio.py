@@ -105,9 +105,12 @@ class AsyncMemstreamClient:
         """Messages with offset > `after`, oldest first (at most `limit`)."""
         return await self._run(calls.read_messages(thread_id, after=after, limit=limit))
 
-    async def get_context(self, thread_id: str, *, as_subagent: bool = False) -> Context:
-        """The messages to send the model this turn (`chat_messages(context)` gives the plain dicts)."""
-        return await self._run(calls.get_context(thread_id, as_subagent=as_subagent))
+    async def get_context(
+        self, thread_id: str, *, as_subagent: bool = False, at_offset: int | None = None
+    ) -> Context:
+        """The messages to send the model this turn (`chat_messages(context)` gives the plain dicts);
+        with `at_offset`, the context as it stood when the thread's last message had that offset."""
+        return await self._run(calls.get_context(thread_id, as_subagent=as_subagent, at_offset=at_offset))
 
     async def put_thread(
         self,

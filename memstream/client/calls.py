@@ -122,8 +122,8 @@ def read_messages(thread_id: str, *, after: int, limit: int) -> Call[MessagesPag
     return Call("GET", path, _model(MessagesPage), True, params=_query(after=after, limit=limit))
 
 
-def get_context(thread_id: str, *, as_subagent: bool) -> Call[Context]:
-    params = _query(as_subagent=True) if as_subagent else None
+def get_context(thread_id: str, *, as_subagent: bool, at_offset: int | None = None) -> Call[Context]:
+    params = _query(as_subagent=True if as_subagent else None, at_offset=at_offset) or None
     return Call("GET", f"/v1/threads/{_seg(thread_id)}/context", _model(Context), True, params=params)
 
 

@@ -23,7 +23,7 @@ from core.stores.api_keys import ApiKeyStore
 from core.stores.journal import Journal
 from core.stores.vectors import VectorIndex
 from core.summaries.layered import CachedSummaryReader
-from core.summaries.models import SummaryReader
+from core.summaries.models import SummaryHistory, SummaryReader
 from core.threads import ThreadService, ThreadStore
 from core.transcripts.tools import JournalTools
 from core.turn_context import ContextReader
@@ -110,13 +110,14 @@ def build_api_deps(
         summaries = ObjectStoreSummaryReader.from_settings(settings)
         if summary_cache is None and settings.redis_url is not None:
             summary_cache = RedisSummaryCache.from_settings(settings)
+    history = summaries if isinstance(summaries, SummaryHistory) else None  # every version, uncached
     if summary_cache is not None:
         summaries = CachedSummaryReader(summary_cache, summaries)
     if invalidations is not None and settings.summary_cache_ttl_s > 0:
         cached_summaries = CachedSummaries(summaries, ttl_s=settings.summary_cache_ttl_s)
         invalidations.subscribe(SUMMARIES_CHANNEL, cached_summaries)
         summaries = cached_summaries
-    reader = ContextReader(journal, threads, pinned, summaries)
+    reader = ContextReader(journal, threads, pinned, summaries, history)
     api_keys: ApiKeyStore = PostgresApiKeys(pool)
     if invalidations is not None and settings.api_key_cache_ttl_s > 0:
         cached = CachedApiKeys(api_keys, ttl_s=settings.api_key_cache_ttl_s)

@@ -53,7 +53,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
@@ -69,6 +69,7 @@ from core.summaries.models import (
     SummaryUnavailable,
     SummaryVersionConflict,
     SummaryWriteFailed,
+    in_force_then,
     parse_summary,
     summary_key,
     summary_version_key,
@@ -199,6 +200,40 @@ class ObjectStoreSummaryReader(_SummaryObjects):
         except Exception as exc:
             raise SummaryUnavailable(
                 f"cannot read summary object {keys.pointer}: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    async def as_of(
+        self, thread: ThreadRef, agent_id: str, *, last_offset: int, written_before: datetime | None
+    ) -> Summary | None:
+        """`SummaryHistory.as_of`: a binary search over the thread's version objects (versions are
+        written in order, so `in_force_then` holds up to some version and not after it): about
+        log2(versions) reads after one listing. A thread summarized before versioning existed has
+        only `summary.json`, which is judged alone."""
+        keys = _Keys.of(thread, agent_id)
+        try:
+            listing = await obstore.list_with_delimiter_async(self._store, keys.folder)
+            versions = sorted(
+                int(m[1]) for o in listing["objects"] if (m := _VERSION_RE.search("/" + o["path"]))
+            )
+            if not versions:
+                legacy = await self._get(keys.pointer)
+                fits = legacy is not None and in_force_then(legacy, last_offset, written_before)
+                return legacy if fits else None
+            best: Summary | None = None
+            low, high = 0, len(versions)
+            while low < high:
+                middle = (low + high) // 2
+                summary = await self._get(keys.version(versions[middle]))
+                if summary is not None and in_force_then(summary, last_offset, written_before):
+                    best, low = summary, middle + 1
+                else:
+                    high = middle
+            return best
+        except SummaryUnavailable:
+            raise
+        except Exception as exc:
+            raise SummaryUnavailable(
+                f"cannot read the summary versions under {keys.folder}: {type(exc).__name__}: {exc}"
             ) from exc
 
 

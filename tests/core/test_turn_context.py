@@ -1,13 +1,14 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import asyncpg
 import pytest
 
 from core.auth import Principal
-from core.errors import JournalFenced, JournalUnavailable, NotFound
-from core.journal.models import Message, NewMessage, ToolCall
+from core.errors import InvalidInput, JournalFenced, JournalUnavailable, NotFound
+from core.journal.models import Message, NewMessage, ThreadRef, ToolCall
 from core.journal.tokens import count_tokens
 from core.memory.models import MemoryScope
 from core.memory.pinned import (
@@ -18,10 +19,16 @@ from core.memory.pinned import (
     PinnedFact,
     PinnedFactsProvider,
 )
-from core.summaries.models import SummaryUnavailable, summary_key
+from core.summaries.models import Summary, SummaryUnavailable, summary_key
 from core.threads import ThreadService
-from core.turn_context import SUMMARY_PREFIX, ContextReader, drop_orphan_tool_results, to_context_message
-from sinks.objectstore.summaries import ObjectStoreSummaryReader, open_object_store
+from core.turn_context import (
+    SUMMARY_PREFIX,
+    Context,
+    ContextReader,
+    drop_orphan_tool_results,
+    to_context_message,
+)
+from sinks.objectstore.summaries import ObjectStoreSummaryReader, ObjectStoreSummaryWriter, open_object_store
 from sinks.postgres.threads import PostgresThreadStore
 from sinks.slatedb.journal import SlateJournal
 from tests.memstream.summary_files import write_summary
@@ -267,3 +274,64 @@ def test_only_leading_tool_results_are_dropped() -> None:
     assert drop_orphan_tool_results([orphan, call, result]) == ([call, result], 1)
     assert drop_orphan_tool_results([call, result]) == ([call, result], 0)
     assert drop_orphan_tool_results([orphan]) == ([], 1)
+
+
+async def test_a_point_in_time_context_is_the_one_the_model_got_then(
+    threads: ThreadService, journal: SlateJournal, objects: Path
+) -> None:
+    """`get_context_at(N)`: the window up to N, the summary version in force before message N + 1
+    was appended (covering nothing after N), today's pinned facts already written by then."""
+    start = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
+    messages = [
+        NewMessage(
+            message_id=f"m{i}", role="user", content=f"message {i}", created_at=start + timedelta(minutes=i)
+        )
+        for i in range(10)
+    ]
+    await threads.append(ACME, "t1", agent_id="bot", user_id="u1", messages=messages)
+    await threads.patch_metadata(ACME, "t1", {"config": {"max_working_memory_messages": 3}})
+    writer = ObjectStoreSummaryWriter(open_object_store(f"file://{objects}"))
+    ref = ThreadRef(environment="test", account_id="acme", thread_id="t1")
+    for version, (covers, minutes) in enumerate([(3, 4.5), (6, 7.5)], start=1):
+        summary = Summary(
+            version=version,
+            timestamp=start + timedelta(minutes=minutes),
+            last_message_offset=covers,
+            last_message_id=f"m{covers}",
+            content=f"summary {version}",
+            token_count=2,
+            message_count=covers + 1,
+        )
+        await writer.write(ref, "bot", summary, expected_version=version - 1 or None)
+    facts = [
+        PinnedFact(fact_id="early", content="Name: Ada", updated_at=start + timedelta(minutes=1)),
+        PinnedFact(fact_id="late", content="Plan: pro", updated_at=start + timedelta(minutes=5.5)),
+    ]
+    reader = make_reader(journal, threads, objects, StaticPinnedFacts({("acme", "bot", "u1"): facts}))
+
+    def shown(context: Context) -> tuple[list[str], int | None, int]:
+        texts = [m.content or "" for m in context.messages if m.role == "user"]
+        return texts, context.metadata.summary_version, context.metadata.pinned_count
+
+    at5 = await reader.get_context_at(ACME, "t1", 5)
+    assert shown(at5) == (["message 3", "message 4", "message 5"], 1, 2)
+    assert (at5.metadata.at_offset, at5.metadata.pinned_left_out, at5.metadata.last_offset) == (5, 0, 5)
+    assert at5.messages[1].content == SUMMARY_PREFIX + "summary 1"
+    assert shown(await reader.get_context_at(ACME, "t1", 7)) == (
+        ["message 5", "message 6", "message 7"],
+        2,
+        2,
+    )
+    at3 = await reader.get_context_at(ACME, "t1", 3)  # the next message came at 9:04, before "late"
+    assert shown(at3) == (["message 1", "message 2", "message 3"], None, 1)
+    assert at3.metadata.pinned_left_out == 1
+    at0 = await reader.get_context_at(ACME, "t1", 0)  # "early" was written as message 1 came
+    assert shown(at0) == (["message 0"], None, 0)
+    last = await reader.get_context_at(ACME, "t1", 9)  # no next message: today's summary and facts
+    current = await reader.get_context(ACME, "t1")
+    assert last.messages == current.messages
+    assert last.metadata == current.metadata.model_copy(update={"at_offset": 9})
+    with pytest.raises(InvalidInput, match="no message at offset 10"):
+        await reader.get_context_at(ACME, "t1", 10)
+    with pytest.raises(NotFound):
+        await reader.get_context_at(GLOBEX, "t1", 5)

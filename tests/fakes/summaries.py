@@ -14,8 +14,10 @@ Test hooks: `summaries` (every version written, per thread), `entries` (the cach
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from core.journal.models import ThreadRef
-from core.summaries.models import Summary, SummaryVersionConflict
+from core.summaries.models import Summary, SummaryVersionConflict, in_force_then
 
 SummaryKey = tuple[str, str, str, str]
 
@@ -36,6 +38,16 @@ class InMemorySummaryStore:
 
     async def current(self, thread: ThreadRef, agent_id: str) -> Summary | None:
         return await self.read(thread, agent_id)
+
+    async def as_of(
+        self, thread: ThreadRef, agent_id: str, *, last_offset: int, written_before: datetime | None
+    ) -> Summary | None:
+        fitting = [
+            s
+            for s in self.summaries.get(_key(thread, agent_id), [])
+            if in_force_then(s, last_offset, written_before)
+        ]
+        return fitting[-1] if fitting else None
 
     async def write(
         self,

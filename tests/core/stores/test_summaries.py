@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from core.journal.models import ThreadRef
 from core.summaries.models import (
     Summary,
     SummaryCache,
+    SummaryHistory,
     SummaryStore,
     SummaryVersionConflict,
     SummaryVersionFloor,
@@ -198,6 +200,30 @@ async def test_after_its_summaries_were_lost_a_thread_continues_above_the_floor(
     # from there on, as usual: the floor is below the stored version and changes nothing
     await store.write(THREAD, "bot", make(4), expected_version=3, floor=2)
     assert await store.read(THREAD, "bot") == make(4)
+
+
+async def test_the_version_in_force_at_a_point_of_the_thread(store: SummaryStore) -> None:
+    """`as_of`: the highest version covering no message after the offset and written before the
+    next message (versions 1..7 cover offsets up to 10..70, written at 10:00:01..07)."""
+    assert isinstance(store, SummaryHistory)
+    assert await store.as_of(THREAD, "bot", last_offset=100, written_before=None) is None
+    for version in range(1, 8):
+        await store.write(THREAD, "bot", make(version), expected_version=version - 1 or None)
+    at = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+    assert await store.as_of(THREAD, "bot", last_offset=35, written_before=None) == make(3)
+    assert await store.as_of(THREAD, "bot", last_offset=70, written_before=None) == make(7)
+    assert await store.as_of(
+        THREAD, "bot", last_offset=1000, written_before=at + timedelta(seconds=5)
+    ) == make(4)
+    assert await store.as_of(THREAD, "bot", last_offset=25, written_before=at + timedelta(seconds=5)) == make(
+        2
+    )
+    assert await store.as_of(THREAD, "bot", last_offset=9, written_before=None) is None
+    assert (
+        await store.as_of(THREAD, "bot", last_offset=1000, written_before=at + timedelta(seconds=1)) is None
+    )
+    for thread, agent in OTHERS:
+        assert await store.as_of(thread, agent, last_offset=1000, written_before=None) is None
 
 
 # ---- the cache ---------------------------------------------------------------------------------

@@ -61,6 +61,9 @@ def test_every_method_against_a_real_node(node: tuple[str, str]) -> None:
         assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
         assert messages[1]["tool_calls"][0]["id"] == "call-7" and messages[2]["content"] == TOOL_RESULT
         assert ms.get_context("t-1", as_subagent=True).messages == []
+        audit = ms.get_context("t-1", at_offset=1)  # the context when the thread had 2 messages
+        assert [m["role"] for m in chat_messages(audit)] == ["user", "assistant"]
+        assert audit.metadata.at_offset == 1
 
         # agents and tools
         agent = ms.bind_agent("bot", ["memory"])

@@ -134,3 +134,31 @@ async def test_corrupt_summary_is_503(client: httpx.AsyncClient, keys: Keys, dep
     response = await client.get("/v1/threads/t1/context", headers=keys.acme)
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "summary_unavailable"
+
+
+async def test_context_at_an_offset_audits_an_earlier_turn(
+    client: httpx.AsyncClient, keys: Keys, deps: ApiDeps
+) -> None:
+    await append(client, keys, 25)
+    write_summary(deps, "The user is planning a trip.")  # covers offsets 0..9, written before them
+    early = (await client.get("/v1/threads/t1/context?at_offset=5", headers=keys.acme)).json()
+    assert early["messages"] == [{"role": "user", "content": f"message {i}"} for i in range(6)]
+    assert (early["metadata"]["at_offset"], early["metadata"]["summary_version"]) == (5, None)
+    later = (await client.get("/v1/threads/t1/context?at_offset=20", headers=keys.acme)).json()
+    assert later["messages"][0]["content"] == SUMMARY_PREFIX + "The user is planning a trip."
+    assert later["messages"][1:] == [{"role": "user", "content": f"message {i}"} for i in range(1, 21)]
+    assert (later["metadata"]["last_offset"], later["metadata"]["summary_version"]) == (20, 7)
+    current = (await client.get("/v1/threads/t1/context", headers=keys.acme)).json()
+    assert current["metadata"]["at_offset"] is None
+
+
+async def test_context_at_a_bad_offset_is_422_and_another_accounts_thread_404(
+    client: httpx.AsyncClient, keys: Keys
+) -> None:
+    await append(client, keys, 3)
+    for query in ("at_offset=3", "at_offset=-1", "at_offset=x", "at_offset=1&as_subagent=true"):
+        response = await client.get(f"/v1/threads/t1/context?{query}", headers=keys.acme)
+        assert response.status_code == 422, (query, response.text)
+        assert response.json()["error"]["field"] == "at_offset"
+    other = await client.get("/v1/threads/t1/context?at_offset=0", headers=keys.globex)
+    assert other.status_code == 404
