@@ -15,10 +15,13 @@ from core.chat.base import ChatModel
 from core.config import Settings
 from core.embeddings.base import Embedder
 from core.stores.journal import Journal
+from core.stores.message_vectors import MessageVectorStore
 from core.stores.transcripts import TranscriptStore
 from core.stores.vectors import VectorIndex
 from sinks.chat.factory import build_chat_model
 from sinks.clickhouse.factory import build_transcript_store
+from sinks.clickhouse.store import ClickHouseTranscriptStore
+from sinks.clickhouse.vectors import ClickHouseMessageVectors
 from sinks.embeddings.bm25 import Bm25Sparse
 from sinks.embeddings.factory import build_embedder
 from sinks.qdrant.factory import build_index
@@ -40,7 +43,7 @@ class Engines:
         self._index: VectorIndex | None = None
         self._embedder: Embedder | None = None
         self._sparse: Bm25Sparse | None = None
-        self._transcripts: TranscriptStore | None = None
+        self._transcripts: ClickHouseTranscriptStore | None = None
 
     def index(self) -> VectorIndex:
         if self._index is None:
@@ -67,6 +70,14 @@ class Engines:
         """The transcript store (`settings.clickhouse`), shared by the `clickhouse-projection`
         processor and the transcript tools. Built without I/O: callers run `ensure_schema()`
         (idempotent) before relying on the tables."""
+        return self._clickhouse()
+
+    def message_vectors(self) -> MessageVectorStore:
+        """The message vectors (`settings.transcript_vectors`), beside the transcript store and on
+        its client (closed with it)."""
+        return ClickHouseMessageVectors(self._clickhouse())
+
+    def _clickhouse(self) -> ClickHouseTranscriptStore:
         if self._transcripts is None:
             self._transcripts = build_transcript_store(self.settings)
         return self._transcripts

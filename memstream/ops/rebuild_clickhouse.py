@@ -15,6 +15,11 @@ knows from the journal, not the broker's high watermark (wrong on Tansu), which 
 On any failure before the swap the rebuild table is dropped and the live table is untouched; a
 failure of the catch-up (after the swap) says which seqs may be missing from the new table (all
 rows read were inserted into it).
+5. Vectors: the message vectors (`transcript-vectors`, `core.stores.message_vectors`) are keyed
+   like the rows, so every vector of a message the new table holds stays valid; the vectors
+   inserted before the rebuild started whose message the new table no longer holds are deleted
+   (`MessageVectorStore.prune`; a vector inserted after that is kept: its message may be one
+   the live projection has not written into the new table yet).
 Progress phases: `read`, `swap`, `catch-up`, `done`.
 """
 
@@ -44,8 +49,10 @@ async def rebuild_clickhouse(
     if journal is None:
         raise RebuildFailed("rebuild clickhouse runs in the node (it needs the node's journal)")
     store = engines.transcripts()
+    vectors = engines.message_vectors()
     started = time.monotonic()
     await store.ensure_schema()
+    vectors_before = await vectors.clock()
     target = await journal.last_seq()
     reader = TopicReader(engines.settings, JOURNAL_TOPIC)
     reading = JournalReading(
@@ -82,6 +89,7 @@ async def rebuild_clickhouse(
         reading.details["caught_up"] = reading.details["inserted"] - before
     finally:
         await reader.close()
+    await vectors.prune(vectors_before)
     rows = await store.row_count()
     seconds = time.monotonic() - started
     reading.report("done", rows, rows, f"{rows} rows in {seconds:.1f}s", force=True)

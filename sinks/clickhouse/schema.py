@@ -138,3 +138,44 @@ def create_instance_table(database: str) -> str:
 def create_view(database: str) -> str:
     db = check_identifier(database)
     return f"CREATE VIEW IF NOT EXISTS {db}.{VIEW} AS SELECT * FROM {db}.{TABLE} FINAL"
+
+
+VECTORS_TABLE = "message_vectors"
+"""The dense vectors of messages (`core.stores.message_vectors`), written by `transcript-vectors`."""
+
+VECTOR_COLUMNS: tuple[str, ...] = (
+    "environment",
+    "account_id",
+    "agent_id",
+    "user_id",
+    "thread_id",
+    "offset",
+    "message_id",
+    "model",
+    "vector",
+)
+"""The columns an insert into `message_vectors` writes, in order (`inserted_at` takes its default)."""
+
+
+def create_vectors_table(database: str) -> str:
+    """`message_vectors`: one row per (message, model), keyed and deduplicated like `messages`
+    (`ReplacingMergeTree(inserted_at)` on the message's identity; reads group by it), durable on
+    return like `messages` (fsync); `vector` holds the int8 bytes (`core.transcripts.fusion`)."""
+    return f"""
+CREATE TABLE IF NOT EXISTS {check_identifier(database)}.{VECTORS_TABLE}
+(
+    environment LowCardinality(String),
+    account_id String,
+    agent_id String,
+    user_id Nullable(String),
+    thread_id String,
+    offset UInt64,
+    message_id String,
+    model LowCardinality(String),
+    vector String,
+    inserted_at DateTime64(6, 'UTC') DEFAULT now64(6)
+)
+ENGINE = ReplacingMergeTree(inserted_at)
+ORDER BY (environment, account_id, agent_id, thread_id, offset)
+SETTINGS old_parts_lifetime = 60, fsync_after_insert = 1, fsync_part_directory = 1
+"""

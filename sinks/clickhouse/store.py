@@ -60,6 +60,7 @@ from sinks.clickhouse.schema import (
     create_database,
     create_instance_table,
     create_table,
+    create_vectors_table,
     create_view,
     upgrade_table,
 )
@@ -161,6 +162,36 @@ def _scope_filter(scope: TranscriptScope, params: dict[str, Any]) -> str:
     return " AND ".join(conditions)
 
 
+def search_sql(
+    table: str, scope: TranscriptScope, query: str, *, thread_id: str | None, limit: int
+) -> tuple[str, dict[str, Any], str] | None:
+    """`SEARCH_SQL` over `table` for `scope` (and `thread_id`), its parameters and its scope's
+    WHERE conditions (for another table with the scope columns); None when the query has no
+    search term or `limit` < 1 (nothing to search for)."""
+    terms = query_terms(query)
+    if not terms or limit < 1:
+        return None
+    params: dict[str, Any] = {"terms": terms, "limit": limit, "k1": K1, "b": B}
+    where = _scope_filter(scope, params)
+    if thread_id is not None:
+        params["thread_id"] = thread_id
+        where += " AND thread_id = {thread_id:String}"
+    return SEARCH_SQL.format(table=table, where=where), params, where
+
+
+def hit_of(row: Sequence[Any]) -> MessageHit:
+    """The hit of a `SEARCH_SQL` result row."""
+    return MessageHit(
+        thread_id=row[0],
+        message_id=row[4],
+        offset=int(row[1]),
+        role=cast(Role, row[5]),
+        content=row[6],
+        created_at=_utc(row[3]),
+        score=float(row[2]),
+    )
+
+
 class ClickHouseTranscriptStore:
     """The transcript store on `dsn` (`chdb:///DIR` or `http(s)://...`), in `database` (module doc).
 
@@ -187,6 +218,11 @@ class ClickHouseTranscriptStore:
     def _table(self, table: str | None) -> str:
         return f"{self.database}.{check_identifier(table or TABLE)}"
 
+    @property
+    def client(self) -> ClickHouseClient:
+        """The client this store runs its calls on (shared by `sinks.clickhouse.vectors`)."""
+        return self._client
+
     # ------------------------------------------------------------------ schema
 
     async def ensure_schema(self) -> None:
@@ -201,6 +237,7 @@ class ClickHouseTranscriptStore:
             for statement in upgrade_table(db):
                 client.command(statement)
             client.command(create_view(db))
+            client.command(create_vectors_table(db))
             return unsearchable
 
         unsearchable = await self._client.run("schema creation", call)
@@ -313,29 +350,13 @@ GROUP BY environment, account_id, agent_id, thread_id
         thread_id: str | None = None,
         limit: int = 10,
     ) -> list[MessageHit]:
-        terms = query_terms(query)
-        if not terms or limit < 1:
+        found = search_sql(self._table(None), scope, query, thread_id=thread_id, limit=limit)
+        if found is None:
             return []  # only stop words (or no word): nothing says what to look for
-        params: dict[str, Any] = {"terms": terms, "limit": limit, "k1": K1, "b": B}
-        where = _scope_filter(scope, params)
-        if thread_id is not None:
-            params["thread_id"] = thread_id
-            where += " AND thread_id = {thread_id:String}"
-        sql = SEARCH_SQL.format(table=self._table(None), where=where)
+        sql, params, _ = found
 
         def ranked_hits(client: Client) -> list[MessageHit]:
-            return [
-                MessageHit(
-                    thread_id=row[0],
-                    message_id=row[4],
-                    offset=int(row[1]),
-                    role=cast(Role, row[5]),
-                    content=row[6],
-                    created_at=_utc(row[3]),
-                    score=float(row[2]),
-                )
-                for row in client.query(sql, parameters=params).result_rows
-            ]
+            return [hit_of(row) for row in client.query(sql, parameters=params).result_rows]
 
         return await self._client.run("search", ranked_hits)
 

@@ -14,6 +14,7 @@ import pytest
 
 from core.config import Settings
 from core.journal.models import NewMessage, ThreadRef, ToolCall
+from core.stores.message_vectors import MessageVector
 from core.stores.transcripts import TranscriptStore
 from memstream.engines import Engines
 from memstream.ops.progress import Progress
@@ -26,6 +27,7 @@ from streams.relays.journal import DEFAULT_CURSOR, JOURNAL_TOPIC, Relay
 from streams.runtime.processor import Record
 from streams.topics import load_topics
 from tests.memstream.ops.live_projection import LiveProjection, eventually
+from tests.sinks.clickhouse.rows import row
 
 
 @pytest.fixture
@@ -116,12 +118,35 @@ async def test_rebuild_produces_an_identical_projection(
     assert (report.target, report.rows) == ("clickhouse", 400)
     assert report.details["target_seq"] == 400 and report.details["inserted"] >= 400
     assert report.details["invalid"] == 0
-    assert tables(chdb_client, clickhouse_database) == {"messages", "messages_dedup"}
+    assert tables(chdb_client, clickhouse_database) == {"messages", "messages_dedup", "message_vectors"}
     reads = [p for p in seen if p.phase == "read"]
     assert reads and all(p.total == 400 for p in reads)
     assert reads[-1].done == 400 and all(0 <= p.done <= 400 for p in reads)
     assert [p.phase for p in seen][-1] == "done" and seen[-1].done == 400
     assert {"swap"} <= {p.phase for p in seen}
+    await relay.close()
+
+
+async def test_rebuild_prunes_the_vectors_of_rows_it_removed(
+    engines: Engines, journal: SlateJournal, chdb_client: Any, clickhouse_database: str
+) -> None:
+    relay = await published_and_projected(engines, journal, rounds=2)  # 40 messages
+    store = engines.transcripts()
+    stray = row("th-stray", 0, "a row the journal does not have", account_id="acct-0", agent_id="bot")
+    await store.insert([stray])  # e.g. left by an earlier projection: a rebuild removes it
+    real = live_rows(chdb_client, clickhouse_database)[:3]
+    keys = [(r[0], r[1], r[2], r[3], r[4], r[6], r[5]) for r in real] + [
+        ("test", "acct-0", "bot", None, "th-stray", 0, stray.message_id)
+    ]
+    vectors = engines.message_vectors()
+    await vectors.insert_vectors([MessageVector(*key, model="m", vector=b"\x01") for key in keys])
+
+    await rebuild_clickhouse(engines, progress=lambda _: None)
+
+    left = chdb_client.query(
+        f"SELECT thread_id, offset FROM {clickhouse_database}.message_vectors ORDER BY thread_id, offset"
+    ).result_rows
+    assert sorted((k[4], k[5]) for k in keys[:3]) == [tuple(r) for r in left]  # the stray's is gone
     await relay.close()
 
 
@@ -155,7 +180,7 @@ async def test_rebuild_while_the_live_projection_keeps_writing_loses_nothing(
     assert report.details["target_seq_after_swap"] > report.details["target_seq"]
     rows = live_rows(chdb_client, clickhouse_database)
     assert sorted(r[COLUMNS.index("seq")] for r in rows) == list(range(1, total + 1))
-    assert tables(chdb_client, clickhouse_database) == {"messages", "messages_dedup"}
+    assert tables(chdb_client, clickhouse_database) == {"messages", "messages_dedup", "message_vectors"}
     await relay.close()
 
 
@@ -215,7 +240,7 @@ async def test_a_topic_missing_seqs_fails_and_leaves_the_live_table_untouched(
     with pytest.raises(RebuildFailed, match=r"lacks seq 101 .*memstream republish --from-seq 101"):
         await rebuild_clickhouse(engines, progress=seen.append, idle_timeout_s=1.5)
     assert live_rows(chdb_client, clickhouse_database) == before
-    assert tables(chdb_client, clickhouse_database) == {"messages", "messages_dedup"}
+    assert tables(chdb_client, clickhouse_database) == {"messages", "messages_dedup", "message_vectors"}
     assert max(p.done for p in seen if p.phase == "read") == 100
 
     # the relay is behind: the error says so

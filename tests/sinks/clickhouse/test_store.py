@@ -303,7 +303,7 @@ async def test_a_swap_leaves_the_live_table_and_its_dedup_view(
     await transcript_store.swap_in(table)
     db = transcript_store.database
     tables = {r[0] for r in chdb_client.query(f"SHOW TABLES FROM {db}").result_rows}
-    assert tables == {"messages", "messages_dedup"}
+    assert tables == {"messages", "messages_dedup", "message_vectors"}
     assert chdb_client.query(f"SELECT count() FROM {db}.messages_dedup").result_rows[0][0] == 2
     with pytest.raises(ValueError):
         await transcript_store.swap_in("messages")

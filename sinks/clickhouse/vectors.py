@@ -1,0 +1,134 @@
+"""`ClickHouseMessageVectors`: the `MessageVectorStore` in the transcript store's database.
+
+The table is `message_vectors` (`sinks.clickhouse.schema.create_vectors_table`), created with the
+transcript schema (`ClickHouseTranscriptStore.ensure_schema`). Calls run on the transcript
+store's client (its worker thread; for chdb the process's one engine): this store opens no
+connection of its own, and closes the transcript store's only when built with `close_store`.
+
+`candidates` is the transcript search's BM25 query (`sinks.clickhouse.store.SEARCH_SQL`, its
+scope and role rules unchanged) LEFT JOINed, in the same query, with the vectors of the scope
+(deduplicated by grouping on the message's key): a hit without a vector gets b"". The vectors read
+are those of the caller's scope only (the same scope filter), of the asked model only.
+
+Reads are dedup-safe (grouped by the message key); `insert_vectors` is idempotent (the
+`ReplacingMergeTree` keeps one row per message). `prune` is a lightweight DELETE of the vectors
+inserted before a time whose message the live `messages` table no longer holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from clickhouse_connect.driver.client import Client
+
+from core.stores.message_vectors import Candidate, MessageVector
+from core.stores.transcripts import TranscriptScope
+from sinks.clickhouse.schema import TABLE, VECTOR_COLUMNS, VECTORS_TABLE, create_vectors_table
+from sinks.clickhouse.store import ClickHouseTranscriptStore, hit_of, search_sql
+
+_JOINED = """
+SELECT s.thread_id, s.offset, s.score, s.created_at, s.message_id, s.role, s.content, v.vector
+FROM ({search}) AS s
+LEFT JOIN (
+    SELECT thread_id, offset, message_id, any(vector) AS vector
+    FROM {vectors}
+    WHERE {where} AND model = {{model:String}}
+    GROUP BY thread_id, offset, message_id
+) AS v ON s.thread_id = v.thread_id AND s.offset = v.offset AND s.message_id = v.message_id
+ORDER BY s.score DESC, s.created_at DESC, s.thread_id, s.offset
+SETTINGS join_use_nulls = 0
+"""
+"""The search's hits in its order, each with its vector (b"" for none: `join_use_nulls = 0`)."""
+
+
+class ClickHouseMessageVectors:
+    """The message vectors beside `store`'s `messages` table, on its client (module doc)."""
+
+    def __init__(self, store: ClickHouseTranscriptStore, *, close_store: bool = False) -> None:
+        self._store = store
+        self._close_store = close_store
+        self._client = store.client
+        self.database = store.database
+        self._vectors = f"{self.database}.{VECTORS_TABLE}"
+
+    async def ensure_schema(self) -> None:
+        await self._client.run("vectors schema", lambda c: c.command(create_vectors_table(self.database)))
+
+    async def instance_id(self) -> str:
+        return await self._store.instance_id()
+
+    async def close(self) -> None:
+        """Close the transcript store's client when built with `close_store` (a processor's own)."""
+        if self._close_store:
+            await self._store.close()
+
+    async def insert_vectors(self, vectors: Sequence[MessageVector]) -> None:
+        if not vectors:
+            return
+        data = [
+            [
+                v.environment,
+                v.account_id,
+                v.agent_id,
+                v.user_id,
+                v.thread_id,
+                v.offset,
+                v.message_id,
+                v.model,
+                v.vector,
+            ]
+            for v in vectors
+        ]
+
+        def call(client: Client) -> None:
+            client.insert(self._vectors, data, column_names=list(VECTOR_COLUMNS))
+
+        await self._client.run("vectors insert", call)
+
+    async def candidates(
+        self,
+        scope: TranscriptScope,
+        query: str,
+        *,
+        model: str,
+        thread_id: str | None = None,
+        limit: int,
+    ) -> list[Candidate]:
+        table = f"{self.database}.{TABLE}"
+        found = search_sql(table, scope, query, thread_id=thread_id, limit=limit)
+        if found is None:
+            return []
+        search, params, where = found
+        params["model"] = model
+        sql = _JOINED.format(search=search, vectors=self._vectors, where=where)
+
+        def call(client: Client) -> list[Candidate]:
+            rows = client.query(sql, parameters=params, column_formats={"vector": "bytes"}).result_rows
+            return [Candidate(hit=hit_of(row), vector=bytes(row[7])) for row in rows]
+
+        return await self._client.run("search with vectors", call)
+
+    async def clock(self) -> datetime:
+        rows = await self._client.run("clock", lambda c: c.query("SELECT now64(6, 'UTC')").result_rows)
+        stamp: datetime = rows[0][0]
+        return stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp.astimezone(UTC)
+
+    async def prune(self, inserted_before: datetime) -> None:
+        before = (
+            inserted_before.astimezone(UTC) if inserted_before.tzinfo else inserted_before.replace(tzinfo=UTC)
+        )
+        params: dict[str, Any] = {"before": before}
+        key = "(environment, account_id, thread_id, offset, message_id)"
+        older = f"SELECT count() FROM {self._vectors} WHERE inserted_at < {{before:DateTime64(6, 'UTC')}}"
+        sql = (
+            f"DELETE FROM {self._vectors} WHERE inserted_at < {{before:DateTime64(6, 'UTC')}} "
+            f"AND {key} NOT IN (SELECT {key} FROM {self.database}.{TABLE})"
+        )
+
+        def call(client: Client) -> None:
+            if client.query(older, parameters=params).result_rows[0][0]:  # none: no scan of messages
+                client.command(sql, parameters=params)
+
+        await self._client.run("vectors prune", call)
