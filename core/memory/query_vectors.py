@@ -1,5 +1,8 @@
 """The dense vectors of recent recall queries (`QueryVectors`), so a repeated query is not embedded again.
 
+Used by agent-memory recall (scopes `MemoryScope`) and by transcript search's re-rank
+(`core.transcripts.rerank`, scopes `TranscriptScope`): any hashable scope.
+
 Embedding the query is the largest part of a recall (a MiniLM run, ~3 ms of CPU on an idle core),
 and it competes with the qdrant-projection for the same embedder. Agents repeat queries (the same
 question on every turn, a caller polling for a fact it just stored), so recall keeps the vectors
@@ -21,10 +24,9 @@ from __future__ import annotations
 
 from array import array
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 from core.embeddings.base import Embedder
-from core.memory.models import MemoryScope
 
 DEFAULT_SIZE = 1024
 
@@ -37,11 +39,11 @@ class QueryVectors:
             raise ValueError("size must be >= 0")
         self._embedder = embedder
         self._size = size
-        self._vectors: OrderedDict[tuple[MemoryScope, str], array[float]] = OrderedDict()
+        self._vectors: OrderedDict[tuple[Hashable, str], array[float]] = OrderedDict()
         self.hits = 0
         self.misses = 0
 
-    async def vector(self, scope: MemoryScope, text: str) -> Sequence[float]:
+    async def vector(self, scope: Hashable, text: str) -> Sequence[float]:
         """The dense vector of `text` asked in `scope` (the embedder's errors propagate, nothing is
         kept for them)."""
         key = (scope, text)

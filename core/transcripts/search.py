@@ -37,6 +37,7 @@ from core.stores.transcripts import MessageHit, TranscriptStore
 from core.transcripts.arguments import arguments_object, boolean, choice, integer, required_string
 from core.transcripts.caller import JournalContext
 from core.transcripts.hit_summaries import DEFAULT_SUMMARY_TOKENS, MatchSummarizer, hits_as_messages
+from core.transcripts.rerank import DenseRerank
 
 log = logging.getLogger("memstream.transcripts.search")
 
@@ -104,7 +105,9 @@ def group_by_thread(hits: Sequence[MessageHit]) -> list[list[MessageHit]]:
 
 
 class TranscriptSearch:
-    """Runs `journal_message_search` over a transcript store and a chat model (module doc)."""
+    """Runs `journal_message_search` over a transcript store and a chat model (module doc). With
+    `rerank` (`settings.transcript_vectors` on), the hits are the store's BM25 top candidates
+    re-ordered with the dense signal (`core.transcripts.rerank`); without, the store's BM25 order."""
 
     def __init__(
         self,
@@ -113,10 +116,12 @@ class TranscriptSearch:
         *,
         summary_max_tokens: int = DEFAULT_SUMMARY_TOKENS,
         concurrency: int = 4,
+        rerank: DenseRerank | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
         self._store = store
+        self._rerank = rerank
         self._summarizer = MatchSummarizer(model, max_tokens=summary_max_tokens)
         self._concurrency = concurrency
 
@@ -134,7 +139,12 @@ class TranscriptSearch:
                     field="arguments.scope",
                 )
             thread_id = context.thread_id
-        found = await self._store.search(context.scope, args.query, thread_id=thread_id, limit=args.limit)
+        if self._rerank is not None:
+            found = await self._rerank.search(
+                context.scope, args.query, thread_id=thread_id, limit=args.limit
+            )
+        else:
+            found = await self._store.search(context.scope, args.query, thread_id=thread_id, limit=args.limit)
         hits = [hit for hit in found if hit.role in SEARCHED_ROLES][: args.limit]
         out: dict[str, Any] = {
             "query": args.query,

@@ -21,6 +21,7 @@ from core.errors import JournalUnavailable
 from core.memory.tools import FunctionSpec, ToolSpec, UnknownTool
 from core.stores.transcripts import TranscriptStore, TranscriptUnavailable
 from core.transcripts.caller import JournalContext
+from core.transcripts.rerank import DenseRerank
 from core.transcripts.search import (
     ALL_THREADS,
     DEFAULT_LIMIT,
@@ -158,9 +159,12 @@ class JournalTools:
         self.viewer = viewer
 
     @classmethod
-    def build(cls, store: TranscriptStore, model: ChatModel) -> JournalTools:
-        """The standard wiring over the process's transcript store and chat model. Does no I/O."""
-        return cls(TranscriptSearch(store, model), ToolCallViewer(store))
+    def build(
+        cls, store: TranscriptStore, model: ChatModel, rerank: DenseRerank | None = None
+    ) -> JournalTools:
+        """The standard wiring over the process's transcript store and chat model (and the dense
+        re-rank of search when `settings.transcript_vectors` is on). Does no I/O."""
+        return cls(TranscriptSearch(store, model, rerank=rerank), ToolCallViewer(store))
 
     @staticmethod
     def offered(caller: Principal) -> list[ToolSpec]:

@@ -1,0 +1,72 @@
+"""The semantic re-rank of `journal_message_search` (`DenseRerank`), on when `settings.transcript_vectors` is.
+
+One search: the store's BM25 query returns its top `CANDIDATES` hits together with the vectors
+of their messages (`MessageVectorStore.candidates`: same scope and role rules as
+`TranscriptStore.search`, one query), while the query text is embedded (concurrently; the last
+`QueryVectors` size distinct (scope, query) pairs are cached); the candidates are re-ordered by
+the fused score (`core.transcripts.fusion`) and the best `limit` returned, each with its fused
+score as `score`. A candidate whose message has no vector yet keeps its place by the documented
+neutral dense score (`fusion.NEUTRAL_DENSE`); none is dropped. When the query cannot be embedded
+(`EmbeddingError`), the BM25 order is returned as it is (logged), never an error.
+
+The embedder must be the one the `transcript-vectors` processor embeds messages with: vectors are
+asked for by its `model_id`, so those of another model count as missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import replace
+
+from core.embeddings.base import Embedder
+from core.embeddings.errors import EmbeddingError
+from core.memory.query_vectors import QueryVectors
+from core.stores.message_vectors import MessageVectorStore
+from core.stores.transcripts import MessageHit, TranscriptScope
+from core.transcripts.fusion import CANDIDATES, cosine, fused
+
+log = logging.getLogger("memstream.transcripts.rerank")
+
+
+class DenseRerank:
+    """BM25 top `candidates` re-ordered with the dense signal (module doc)."""
+
+    def __init__(
+        self, store: MessageVectorStore, embedder: Embedder, *, candidates: int = CANDIDATES
+    ) -> None:
+        if candidates < 1:
+            raise ValueError("candidates must be >= 1")
+        self._store = store
+        self._embedder = embedder
+        self._queries = QueryVectors(embedder)
+        self.candidates = candidates
+
+    async def search(
+        self, scope: TranscriptScope, query: str, *, thread_id: str | None = None, limit: int = 10
+    ) -> list[MessageHit]:
+        """The best `limit` hits of `scope` (optionally one thread) for `query`, re-ranked."""
+        if limit < 1:
+            return []
+        embedding = asyncio.ensure_future(self._queries.vector(scope, query))
+        try:
+            found = await self._store.candidates(
+                scope,
+                query,
+                model=self._embedder.model_id,
+                thread_id=thread_id,
+                limit=max(limit, self.candidates),
+            )
+        except BaseException:
+            embedding.cancel()
+            raise
+        try:
+            vector = await embedding
+        except EmbeddingError as exc:
+            log.warning("transcript search: the query could not be embedded, BM25 order kept: %s", exc)
+            return [c.hit for c in found[:limit]]
+        if not found:
+            return []
+        scores = fused([c.hit.score for c in found], [cosine(vector, c.vector) for c in found])
+        order = sorted(range(len(found)), key=lambda i: -scores[i])
+        return [replace(found[i].hit, score=scores[i]) for i in order[:limit]]
