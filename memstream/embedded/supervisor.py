@@ -92,14 +92,16 @@ class Layout:
 
 
 def layout(settings: Settings) -> Layout:
-    """The node hosts `settings.node_processors` when set, else every processor but the
-    thread-memory ones; the worker runs the thread-memory processors the node does not host."""
-    from memstream.wiring.processors import THREAD_MEMORY, node_processor_names, processor_names
+    """The node hosts `settings.node_processors` when set, else every enabled processor but the
+    thread-memory ones (so the chdb writers, `clickhouse-projection` and the opt-in
+    `transcript-vectors`, run where the chdb path is open); the worker runs the thread-memory
+    processors the node does not host."""
+    from memstream.wiring.processors import THREAD_MEMORY, enabled, node_processor_names, processor_names
 
     if settings.node_processors is not None:
         node = node_processor_names(settings)
     else:
-        node = [name for name in processor_names() if name not in THREAD_MEMORY]
+        node = [name for name in processor_names() if name not in THREAD_MEMORY and enabled(name, settings)]
     return Layout(node=tuple(node), worker=tuple(n for n in sorted(THREAD_MEMORY) if n not in node))
 
 

@@ -28,6 +28,7 @@ from core.memory.clock import utc_now
 from core.memory.hygiene import run_daily
 from core.metrics import REGISTRY
 from core.stores.transcripts import TranscriptUnavailable
+from core.transcripts.rerank import DenseRerank
 from core.transcripts.tools import JournalTools
 from memstream.api.app import create_app
 from memstream.api.deps import MemoryDeps
@@ -46,6 +47,7 @@ from memstream.wiring.processors import (
     build_recovery,
     consumers_of,
     create_processor,
+    enabled,
     node_processor_names,
 )
 from processors.compaction_recovery import CompactionRecovery
@@ -140,7 +142,7 @@ async def build_node(
     relay = Relay(journal, settings, on_topic_missing=topic_missing, bounds_store=progress)
     journal.add_append_listener(relay.notify)  # wake the relay after every durable append
     entries_relay = EntriesOutboxRelay(PostgresEntriesOutbox(pool), settings)
-    journal_groups = [group_id(name, settings) for name in consumers_of(JOURNAL_TOPIC)]
+    journal_groups = [group_id(name, settings) for name in consumers_of(JOURNAL_TOPIC, settings)]
     journal_guard = JournalTopicGuard(journal, relay, progress, journal_groups)
     topic_sync = TopicSync(
         settings,
@@ -164,7 +166,10 @@ async def build_node(
     except TranscriptUnavailable as exc:  # a server DSN that is down: the projection creates it later
         log.warning("ClickHouse is not reachable yet (%s): transcript search answers 503 until it is", exc)
     await ObjectStoreProbe.from_settings(settings).log_if_not_ready()  # e.g. a missing S3 bucket
-    journal_tools = JournalTools.build(transcripts, engines.chat_model())
+    rerank = (
+        DenseRerank(engines.message_vectors(), engines.embedder()) if settings.transcript_vectors else None
+    )
+    journal_tools = JournalTools.build(transcripts, engines.chat_model(), rerank)
     supervisor = ProcessorSupervisor(  # restarts a crashed processor alone: it never stops the node
         {
             name: functools.partial(create_processor, name, settings, engines=engines)
@@ -191,7 +196,10 @@ async def build_node(
         return (await relay.lag()).lag
 
     figures = NodeFigures(
-        settings, SOURCES, relay_lag=relay_lag, totals=lambda: compaction_totals(pool, settings.environment)
+        settings,
+        {name: topics for name, topics in SOURCES.items() if enabled(name, settings)},
+        relay_lag=relay_lag,
+        totals=lambda: compaction_totals(pool, settings.environment),
     )
     app.include_router(
         admin_router(

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the processor modules load on use (each builder imports its
     from processors.qdrant_projection import QdrantProjection
     from processors.summarizer import Summarizer
     from processors.thresholds import Thresholds
+    from processors.transcript_vectors import TranscriptVectors
     from sinks.redis.thresholds import RedisThresholdStore
 
 ProcessorFactory = Callable[[Settings, "Engines | None"], Processor]
@@ -43,6 +44,23 @@ def build_clickhouse_projection(settings: Settings, engines: Engines | None = No
     if engines is not None:
         return ClickHouseProjection(engines.transcripts(), close_store=False)
     return ClickHouseProjection(build_transcript_store(settings))
+
+
+def build_transcript_vectors(settings: Settings, engines: Engines | None = None) -> TranscriptVectors:
+    """The processor for `settings` (`settings.clickhouse`, `settings.embedding_model`). With the
+    process's `engines`, the transcript store's client and the embedder are shared (the caller
+    closes them); without (`memstream worker transcript-vectors`), it opens its own store and
+    closes it. Built whether or not `settings.transcript_vectors` is on: `enabled` decides
+    whether it runs."""
+    from processors.transcript_vectors import TranscriptVectors
+    from sinks.clickhouse.factory import build_transcript_store
+    from sinks.clickhouse.vectors import ClickHouseMessageVectors
+    from sinks.embeddings.factory import build_embedder
+
+    if engines is not None:
+        return TranscriptVectors(engines.message_vectors(), engines.embedder())
+    store = ClickHouseMessageVectors(build_transcript_store(settings), close_store=True)
+    return TranscriptVectors(store, build_embedder(settings.embedding_model))
 
 
 def build_flush(settings: Settings, engines: Engines | None = None) -> Flush:
@@ -213,8 +231,21 @@ PROCESSORS: Mapping[str, ProcessorFactory] = {
     "qdrant-projection": build_qdrant_projection,
     "summarizer": build_summarizer,
     "thresholds": build_thresholds,
+    "transcript-vectors": build_transcript_vectors,
 }
 """Registered processors, by name."""
+
+OPT_IN: Mapping[str, Callable[[Settings], bool]] = {
+    "transcript-vectors": lambda settings: settings.transcript_vectors,
+}
+"""The processors that run only when their setting is on (`enabled`); the others always do."""
+
+
+def enabled(name: str, settings: Settings) -> bool:
+    """Whether processor `name` runs under `settings` (an opt-in one only when switched on)."""
+    switch = OPT_IN.get(name)
+    return switch is None or switch(settings)
+
 
 SOURCES: Mapping[str, tuple[str, ...]] = {
     "clickhouse-projection": ("journal.messages",),
@@ -222,6 +253,7 @@ SOURCES: Mapping[str, tuple[str, ...]] = {
     "qdrant-projection": ("memory.entries",),
     "summarizer": ("compaction.flushed",),
     "thresholds": ("journal.messages",),
+    "transcript-vectors": ("journal.messages",),
 }
 """The topics each registered processor consumes (as its `source_topics`; a test keeps them equal),
 known without building the processor: the node republishes a topic from the lowest progress of
@@ -240,18 +272,24 @@ GROUPS: Mapping[str, tuple[str, ...]] = {"thread-memory": THREAD_MEMORY}
 
 def node_processor_names(settings: Settings) -> list[str]:
     """The processors the node hosts: `settings.node_processors`, or every registered one when
-    unset. An unknown name raises UnknownProcessor (listing the registered ones)."""
+    unset; either way only the `enabled` ones. An unknown name raises UnknownProcessor (listing
+    the registered ones)."""
     if settings.node_processors is None:
-        return processor_names()
+        return [name for name in processor_names() if enabled(name, settings)]
     for name in settings.node_processors:
         if name not in PROCESSORS:
             raise UnknownProcessor(name, list(PROCESSORS))
-    return sorted(set(settings.node_processors))
+    return sorted(name for name in set(settings.node_processors) if enabled(name, settings))
 
 
-def consumers_of(topic: str) -> list[str]:
-    """The registered processors that consume `topic` (unprefixed), sorted."""
-    return sorted(name for name, topics in SOURCES.items() if topic in topics)
+def consumers_of(topic: str, settings: Settings | None = None) -> list[str]:
+    """The registered processors that consume `topic` (unprefixed), sorted; with `settings`, only
+    the `enabled` ones (a group that never runs must not hold the topic's progress back)."""
+    return sorted(
+        name
+        for name, topics in SOURCES.items()
+        if topic in topics and (settings is None or enabled(name, settings))
+    )
 
 
 def processor_names(registry: Mapping[str, ProcessorFactory] | None = None) -> list[str]:

@@ -13,6 +13,7 @@ from memstream.wiring.processors import (
     ProcessorFactory,
     consumers_of,
     create_processor,
+    enabled,
     node_processor_names,
     processor_names,
 )
@@ -55,11 +56,34 @@ def test_the_declared_sources_are_what_each_processor_consumes() -> None:
     assert set(SOURCES) == set(PROCESSORS)
     for name in PROCESSORS:
         assert create_processor(name, Settings()).source_topics == SOURCES[name]
-    assert consumers_of("journal.messages") == ["clickhouse-projection", "thresholds"]
+    assert consumers_of("journal.messages") == ["clickhouse-projection", "thresholds", "transcript-vectors"]
+
+
+def test_transcript_vectors_is_opt_in() -> None:
+    """Off by default: not hosted, not counted among the topic's consumers (its group must not
+    hold the journal topic's progress back); on: both."""
+    off, on = Settings(), Settings(transcript_vectors=True)
+    assert not enabled("transcript-vectors", off)
+    assert enabled("transcript-vectors", on)
+    assert all(enabled(name, off) for name in PROCESSORS if name != "transcript-vectors")
+    assert consumers_of("journal.messages", off) == ["clickhouse-projection", "thresholds"]
+    assert consumers_of("journal.messages", on) == [
+        "clickhouse-projection",
+        "thresholds",
+        "transcript-vectors",
+    ]
+    assert "transcript-vectors" not in node_processor_names(off)
+    assert "transcript-vectors" in node_processor_names(on)
+    told = {"node_processors": ["transcript-vectors", "thresholds"]}
+    assert node_processor_names(Settings(**told)) == ["thresholds"]
+    assert node_processor_names(Settings(**told, transcript_vectors=True)) == [
+        "thresholds",
+        "transcript-vectors",
+    ]
 
 
 def test_the_node_hosts_every_processor_unless_told_otherwise() -> None:
-    assert node_processor_names(Settings()) == processor_names()
+    assert node_processor_names(Settings(transcript_vectors=True)) == processor_names()
     hosted = Settings(node_processors=["qdrant-projection", "clickhouse-projection", "qdrant-projection"])
     assert node_processor_names(hosted) == ["clickhouse-projection", "qdrant-projection"]
     assert node_processor_names(Settings(node_processors=[])) == []

@@ -1,0 +1,138 @@
+"""`transcript-vectors`: the dense vectors of transcript messages, projected from `journal.messages`.
+
+Opt-in (`settings.transcript_vectors`; off by default: the processor is then neither hosted nor
+counted among the topic's consumers). Input: `journal.messages` (key `thread_id`, value a
+version-1 journal message, `streams.codecs.journal_messages`), in a consumer group of its own.
+Output: for each user or assistant message with text, one `MessageVector` (its content embedded by
+the node's embedder - the model agent memory's index uses - and quantized to int8,
+`core.transcripts.fusion.quantize`) in the `message_vectors` table beside the transcript store's
+`messages` (`core.stores.message_vectors`), read by `journal_message_search`'s re-rank
+(`core.transcripts.rerank`). Other messages (system, tool, empty content) get no vector.
+
+The pure part, `selected(batch)`, decodes the batch and keeps the messages to embed; a record that
+can never be projected (no value, not a version-1 message, a key that is not the message's thread)
+raises `InvalidMessage` and is dead-lettered. `process` embeds the texts (the offline model runs
+each text alone, so a vector is a function of its text only), then makes one
+`MessageVectorStore.insert_vectors`; the runtime commits the batch's offsets only after it
+returned. Idempotence: a vector is identified like its message (environment, account_id,
+thread_id, offset) and every read is dedup-safe, so a redelivered or replayed batch writes the
+same rows again and no read sees two.
+
+Cost: an embedding per message (~2 ms of CPU offline, measured in the README), hence opt-in and
+small batches (`BATCH_SIZE`). ClickHouse unavailable (`TranscriptUnavailable`): raised as it is,
+the runtime waits the outage out (offsets not committed). Other errors (the embedder's) go to the
+runtime as they are (retried, then the record that still fails alone is dead-lettered).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from core.embeddings.base import Embedder
+from core.journal.models import Message
+from core.stores.message_vectors import MessageVector, MessageVectorStore
+from core.stores.transcripts import TranscriptUnavailable
+from core.transcripts.fusion import quantize
+from core.transcripts.search import SEARCHED_ROLES
+from streams.codecs import journal_messages
+from streams.runtime.processor import InvalidMessage, Processor, Record, decoding
+
+NAME = "transcript-vectors"
+SOURCE_TOPIC = "journal.messages"
+BATCH_SIZE = 256
+"""Records per batch at most (~0.5 s of embedding on one core offline): offsets are committed often."""
+BATCH_WAIT_S = 0.25
+"""Longest wait to fill a batch."""
+
+log = logging.getLogger("memstream.transcript_vectors")
+
+
+def decode_message(record: Record) -> Message:
+    """The message of one `journal.messages` record; InvalidMessage if it can never be projected."""
+    with decoding(record):
+        message = journal_messages.decode(record.value)
+    if record.key is not None and record.key != message.thread_id.encode("utf-8"):
+        raise InvalidMessage(
+            record, f"record key {record.key!r} is not the message's thread_id {message.thread_id!r}"
+        ) from ValueError("key and value disagree")
+    return message
+
+
+def embeddable(message: Message) -> bool:
+    """Whether `message` gets a vector: a user or assistant message whose content is not blank."""
+    return message.role in SEARCHED_ROLES and bool(message.content.strip())
+
+
+def selected(batch: Sequence[Record]) -> list[Message]:
+    """The messages of `batch` to embed, in record order; InvalidMessage for the first bad record."""
+    return [m for m in (decode_message(record) for record in batch) if embeddable(m)]
+
+
+def vector_of(message: Message, model: str, vector: Sequence[float]) -> MessageVector:
+    """The stored vector of `message`: `vector` (its content's embedding by `model`) as int8."""
+    return MessageVector(
+        environment=message.environment,
+        account_id=message.account_id,
+        agent_id=message.agent_id,
+        user_id=message.user_id,
+        thread_id=message.thread_id,
+        offset=message.offset,
+        message_id=message.message_id,
+        model=model,
+        vector=quantize(vector),
+    )
+
+
+class TranscriptVectors(Processor):
+    """The `transcript-vectors` processor (module doc)."""
+
+    def __init__(
+        self,
+        store: MessageVectorStore,
+        embedder: Embedder,
+        *,
+        name: str = NAME,
+        batch_size: int | None = BATCH_SIZE,
+        batch_wait_s: float | None = BATCH_WAIT_S,
+    ) -> None:
+        self.name = name
+        self.source_topics = (SOURCE_TOPIC,)
+        self.store = store
+        self.embedder = embedder
+        self.batch_size = batch_size
+        self.batch_wait_s = batch_wait_s
+        self._schema_ready = False
+
+    async def start(self) -> None:
+        """Create the table if ClickHouse answers; if not, the first batch waits for it."""
+        try:
+            await self._ensure_schema()
+        except TranscriptUnavailable as exc:
+            log.warning(
+                "%s: ClickHouse unavailable at start, will retry with the first batch: %s", self.name, exc
+            )
+
+    async def progress_scope(self) -> str | None:
+        """The store's instance id (as `clickhouse-projection`): a ClickHouse created anew is
+        projected from nothing."""
+        return f"clickhouse:{await self.store.instance_id()}"
+
+    async def process(self, batch: Sequence[Record]) -> None:
+        messages = selected(batch)
+        if not messages:
+            return
+        await self._ensure_schema()
+        model = self.embedder.model_id
+        vectors = await self.embedder.embed([m.content for m in messages])
+        await self.store.insert_vectors(
+            [vector_of(m, model, v) for m, v in zip(messages, vectors, strict=True)]
+        )
+
+    async def stop(self) -> None:
+        await self.store.close()
+
+    async def _ensure_schema(self) -> None:
+        if not self._schema_ready:
+            await self.store.ensure_schema()
+            self._schema_ready = True
