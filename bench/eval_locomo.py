@@ -4,6 +4,7 @@
     .venv/bin/python bench/eval_locomo.py --conversations 0,1   # a quicker look
     .venv/bin/python bench/eval_locomo.py --url http://127.0.0.1:8080 --key-file .memstream/api-key \\
         --bootstrap 127.0.0.1:19092
+    .venv/bin/python bench/eval_locomo.py --transcript-vectors  # the semantic re-rank switched on
 
 The data (`locomo-dev.json`, CC BY-NC 4.0, Maharana et al., ACL 2024) is read at run time from
 `--data` (default `../shared/evals/locomo-dev.json` beside the repository); it is never copied into
@@ -16,7 +17,9 @@ the repository. The protocol is the one of `../shared/evals/README.md`, exactly:
   `obs.s{N}.{j}` (j counts the session's observations from 0, speakers in file order), content
   `"{speaker}: {text}"`, category `observation`, scope `shared`, importance 0.5; the source dia_ids
   stay here;
-- after the transcript and memory projections caught up (consumer lag 0 on the broker), each
+- after the transcript and memory projections (and, with `--transcript-vectors`, the
+  `transcript-vectors` one: `MEMSTREAM_TRANSCRIPT_VECTORS=true` is given to the node it starts; a
+  node at `--url` must have it set itself) caught up (consumer lag 0 on the broker), each
   question of categories 1-4 with evidence is asked as `journal_message_search` (`scope`
   all_threads, `summarize` false, from thread `c{i}-s1`, user `u{i}`) and as `memory_recall` (same
   agent, no user), once per k in `--k` with `limit` k;
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import tempfile
 import time
@@ -44,7 +48,7 @@ from server_group import server_group
 
 from memstream.client import NO_RETRY, MemstreamClient
 from memstream.ops.replay import GroupOffsets, total_lag
-from processors import clickhouse_projection, qdrant_projection
+from processors import clickhouse_projection, qdrant_projection, transcript_vectors
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "evals" / "locomo-dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -141,14 +145,16 @@ def ingest(ms: MemstreamClient, conv: Conversation) -> int:
     return calls
 
 
-def wait_caught_up(offsets: GroupOffsets, prefix: str, timeout_s: float = 600.0) -> None:
-    """Until the transcript and memory projections have no lag (their committed offsets reached the
+def wait_caught_up(
+    offsets: GroupOffsets, prefix: str, projections: dict[str, str], timeout_s: float = 600.0
+) -> None:
+    """Until `projections` (name: source topic) have no lag (their committed offsets reached the
     ends of their topics)."""
     deadline = time.monotonic() + timeout_s
     while True:
         lags = {
             name: total_lag(offsets.lag(f"{prefix}memstream.{name}", [prefix + topic]))
-            for name, topic in PROJECTIONS.items()
+            for name, topic in projections.items()
         }
         if all(lag == 0 for lag in lags.values()):
             return
@@ -241,11 +247,15 @@ def run(node: Node, args: argparse.Namespace, convs: list[Conversation]) -> None
                 f"{len(conv.questions)} questions ({calls} calls)",
                 flush=True,
             )
-        wait_caught_up(GroupOffsets(args.bootstrap), args.topic_prefix)
+        projections = dict(PROJECTIONS)
+        if args.transcript_vectors:
+            projections[transcript_vectors.NAME] = transcript_vectors.SOURCE_TOPIC
+        wait_caught_up(GroupOffsets(args.bootstrap), args.topic_prefix, projections)
         print(f"ingested and projected in {time.perf_counter() - started:.1f} s", flush=True)
         transcripts, memory, paths = ask(ms, convs, ks)
     asked = sum(len(c.questions) for c in convs)
     print(f"\n{asked} questions, conversations {[c.index for c in convs]} of {args.data.name}")
+    print(f"transcript vectors (semantic re-rank): {'on' if args.transcript_vectors else 'off'}")
     for line in table("journal_message_search", transcripts, ks):
         print(line)
     for line in table(f"memory_recall (answered by {paths})", memory, ks):
@@ -268,12 +278,22 @@ def main(argv: Iterable[str] | None = None) -> None:
     parser.add_argument("--bootstrap", default=None, help="the broker (with --url)")
     parser.add_argument("--topic-prefix", default="", help="the node's MEMSTREAM_TOPIC_PREFIX")
     parser.add_argument("--keep", action="store_true", help="keep the temp directory")
+    parser.add_argument(
+        "--transcript-vectors",
+        action="store_true",
+        help="switch the semantic re-rank of transcript search on (MEMSTREAM_TRANSCRIPT_VECTORS) and "
+        "wait for the transcript-vectors projection too",
+    )
     args = parser.parse_args(list(argv) if argv is not None else None)
     if not args.data.is_file():
         raise SystemExit(f"{args.data} not found: pass --data PATH to the LoCoMo JSON file")
     if args.url and (args.key_file is None or args.bootstrap is None):
         raise SystemExit("--url needs --key-file and --bootstrap (the lag of the projections is read there)")
     convs = load(args.data, parse_indexes(args.conversations))
+    if args.transcript_vectors:  # inherited by `memstream up`
+        os.environ["MEMSTREAM_TRANSCRIPT_VECTORS"] = "true"
+    else:
+        os.environ.pop("MEMSTREAM_TRANSCRIPT_VECTORS", None)
     work = Path(tempfile.mkdtemp(prefix="memstream-eval-locomo-"))
     with server_group(work, keep=args.keep) as group:
         node = node_for(args, group, work)
