@@ -38,10 +38,12 @@ class MessageVector:
 
 @dataclass(frozen=True)
 class Candidate:
-    """A BM25 search hit and the vector of its message by the asked model (b"" when there is none yet)."""
+    """A BM25 search hit and the cosine of its message's vector by the asked model to the query
+    vector (`core.transcripts.fusion.cosine`, computed by the store); None when the message has
+    no such vector yet, or no query vector was given."""
 
     hit: MessageHit
-    vector: bytes
+    cosine: float | None
 
 
 class MessageVectorStore(Protocol):
@@ -61,11 +63,13 @@ class MessageVectorStore(Protocol):
         query: str,
         *,
         model: str,
+        query_vector: Sequence[float] | None,
         thread_id: str | None = None,
         limit: int,
     ) -> list[Candidate]:
         """The BM25 search of `TranscriptStore.search` (same scope and role rules, same order), each
-        hit with its message's vector by `model`, read in the same query."""
+        hit with the cosine of its message's vector by `model` to `query_vector`, in the same
+        query (the vectors never leave the store)."""
 
     async def clock(self) -> datetime:
         """The store's current time, on the clock that stamps inserts (for `prune`)."""

@@ -4,7 +4,9 @@ Vectors: a message's dense vector (the node's embedder, unit-norm floats) is sto
 byte per dimension (384 bytes for MiniLM), scaled per vector so that its largest component is
 +-127 (`quantize`). Only the cosine is ever used, and the cosine does not depend on a vector's
 scale, so the scale is not kept (`cosine` takes the int8 vector as it is; cosine to the float
-vector ~0.9999).
+vector ~0.9999). The store computes the cosine where the vectors are (in SQL,
+`sinks/clickhouse/vectors.py`); `cosine` here is the same formula in Python, for the tests that
+check the SQL against it.
 
 Fusion (`fused`): the BM25 top `CANDIDATES` of a search are re-ordered by
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Sequence
+from operator import mul
 
 CANDIDATES = 50
 """BM25 candidates re-ordered per search (the page is cut from them after the fusion)."""
@@ -46,15 +49,22 @@ def quantize(vector: Sequence[float]) -> bytes:
     return array("b", (max(-127, min(127, round(x * factor))) for x in vector)).tobytes()
 
 
-def cosine(query: Sequence[float], vector: bytes) -> float | None:
-    """The cosine of `query` (floats) and an int8 `vector` from `quantize`; None when there is no
-    vector (empty) or it has another dimension count (another model's); 0.0 when either is zero."""
+def cosine(query: Sequence[float], vector: bytes, query_norm: float | None = None) -> float | None:
+    """The cosine of `query` (floats; its L2 norm `query_norm` when known) and an int8 `vector`
+    from `quantize`; None when there is no vector (empty) or it has another dimension count
+    (another model's); 0.0 when either is zero."""
     if not vector or len(vector) != len(query):
         return None
     values = array("b", vector)
-    dot = math.fsum(q * v for q, v in zip(query, values, strict=True))
-    norms = math.sqrt(math.fsum(q * q for q in query)) * math.sqrt(sum(v * v for v in values))
-    return dot / norms if norms else 0.0
+    if query_norm is None:
+        query_norm = norm(query)
+    norms = query_norm * math.sqrt(sum(map(mul, values, values)))
+    return sum(map(mul, query, values)) / norms if norms else 0.0
+
+
+def norm(vector: Sequence[float]) -> float:
+    """The L2 norm of `vector`."""
+    return math.sqrt(sum(map(mul, vector, vector)))
 
 
 def minmax(values: Sequence[float]) -> list[float]:

@@ -159,8 +159,9 @@ VECTOR_COLUMNS: tuple[str, ...] = (
 
 def create_vectors_table(database: str) -> str:
     """`message_vectors`: one row per (message, model), keyed and deduplicated like `messages`
-    (`ReplacingMergeTree(inserted_at)` on the message's identity; reads group by it), durable on
-    return like `messages` (fsync); `vector` holds the int8 bytes (`core.transcripts.fusion`)."""
+    (`ReplacingMergeTree(inserted_at)` on the message's identity; reads take one copy), durable on
+    return like `messages` (fsync); `vector` holds the int8 components
+    (`core.transcripts.fusion.quantize`), so that the cosine to a query is computed in SQL."""
     return f"""
 CREATE TABLE IF NOT EXISTS {check_identifier(database)}.{VECTORS_TABLE}
 (
@@ -172,7 +173,7 @@ CREATE TABLE IF NOT EXISTS {check_identifier(database)}.{VECTORS_TABLE}
     offset UInt64,
     message_id String,
     model LowCardinality(String),
-    vector String,
+    vector Array(Int8),
     inserted_at DateTime64(6, 'UTC') DEFAULT now64(6)
 )
 ENGINE = ReplacingMergeTree(inserted_at)

@@ -7,16 +7,19 @@ connection of its own, and closes the transcript store's only when built with `c
 
 `candidates` is the transcript search's BM25 query (`sinks.clickhouse.store.SEARCH_SQL`, its
 scope and role rules unchanged) LEFT JOINed, in the same query, with the vectors of the scope
-(deduplicated by grouping on the message's key): a hit without a vector gets b"". The vectors read
-are those of the caller's scope only (the same scope filter), of the asked model only.
+(`ANY LEFT JOIN`: one vector per hit, so an unmerged copy of a vector never doubles a hit; the
+copies of one message's vector by one model are equal), and computes each hit's cosine to the query
+vector there (a hit without a vector gets NULL): only the scores leave ClickHouse. The vectors
+read are those of the caller's scope only (the same scope filter), of the asked model only.
 
-Reads are dedup-safe (grouped by the message key); `insert_vectors` is idempotent (the
+Reads are dedup-safe (`ANY` join); `insert_vectors` is idempotent (the
 `ReplacingMergeTree` keeps one row per message). `prune` is a lightweight DELETE of the vectors
 inserted before a time whose message the live `messages` table no longer holds.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -29,18 +32,25 @@ from sinks.clickhouse.schema import TABLE, VECTOR_COLUMNS, VECTORS_TABLE, create
 from sinks.clickhouse.store import ClickHouseTranscriptStore, hit_of, search_sql
 
 _JOINED = """
-SELECT s.thread_id, s.offset, s.score, s.created_at, s.message_id, s.role, s.content, v.vector
+WITH {{query_vector:Array(Float64)}} AS qv
+SELECT s.thread_id, s.offset, s.score, s.created_at, s.message_id, s.role, s.content,
+       if(length(v.vector) = length(qv) AND notEmpty(qv),
+          if(L2Norm(v.vector) * L2Norm(qv) = 0, 0.,
+             dotProduct(arrayResize(v.vector, length(qv)), qv) / (L2Norm(v.vector) * L2Norm(qv))),
+          NULL) AS cosine
 FROM ({search}) AS s
-LEFT JOIN (
-    SELECT thread_id, offset, message_id, any(vector) AS vector
+ANY LEFT JOIN (
+    SELECT thread_id, offset, message_id, vector
     FROM {vectors}
     WHERE {where} AND model = {{model:String}}
-    GROUP BY thread_id, offset, message_id
 ) AS v ON s.thread_id = v.thread_id AND s.offset = v.offset AND s.message_id = v.message_id
 ORDER BY s.score DESC, s.created_at DESC, s.thread_id, s.offset
 SETTINGS join_use_nulls = 0
 """
-"""The search's hits in its order, each with its vector (b"" for none: `join_use_nulls = 0`)."""
+"""The search's hits in its order, each with the cosine of its vector to the query vector
+(`core.transcripts.fusion.cosine`, in SQL); NULL without a vector (an empty array: `join_use_nulls
+= 0`) or of another dimension count (`if` evaluates both branches: `arrayResize` keeps the
+unused one from failing). Computed for the joined hits only."""
 
 
 class ClickHouseMessageVectors:
@@ -77,7 +87,7 @@ class ClickHouseMessageVectors:
                 v.offset,
                 v.message_id,
                 v.model,
-                v.vector,
+                array("b", v.vector).tolist(),
             ]
             for v in vectors
         ]
@@ -93,6 +103,7 @@ class ClickHouseMessageVectors:
         query: str,
         *,
         model: str,
+        query_vector: Sequence[float] | None,
         thread_id: str | None = None,
         limit: int,
     ) -> list[Candidate]:
@@ -102,11 +113,14 @@ class ClickHouseMessageVectors:
             return []
         search, params, where = found
         params["model"] = model
+        params["query_vector"] = list(query_vector) if query_vector is not None else []
         sql = _JOINED.format(search=search, vectors=self._vectors, where=where)
 
         def call(client: Client) -> list[Candidate]:
-            rows = client.query(sql, parameters=params, column_formats={"vector": "bytes"}).result_rows
-            return [Candidate(hit=hit_of(row), vector=bytes(row[7])) for row in rows]
+            rows = client.query(sql, parameters=params).result_rows
+            return [
+                Candidate(hit=hit_of(row), cosine=None if row[7] is None else float(row[7])) for row in rows
+            ]
 
         return await self._client.run("search with vectors", call)
 

@@ -13,7 +13,6 @@ import pytest
 from core.config import Settings
 from core.journal.models import ToolCall
 from core.stores.transcripts import TranscriptScope
-from core.transcripts.fusion import cosine
 from processors.clickhouse_projection import project
 from processors.transcript_vectors import NAME, TranscriptVectors
 from sinks.clickhouse.store import ClickHouseTranscriptStore
@@ -91,12 +90,18 @@ async def test_journal_to_vectors_then_replay_adds_no_duplicates(
         settings_, options, registry, live, lambda: committed_total(settings_, NAME, SOURCE) >= total
     )
     assert [offset for offset, _ in stored()] == list(range(12))  # no tool, empty or system message
-    found = await vectors.candidates(SCOPE, "support group", model=embedder.model_id, limit=50)
-    assert sorted(c.hit.offset for c in found) == list(range(12))
-    by_offset = {c.hit.offset: c.vector for c in found}
-    for offset in (0, 7):  # each stored vector is its message's own embedding
-        [own] = await embedder.embed([texts[offset]])
-        assert cosine(own, by_offset[offset]) == pytest.approx(1.0, abs=0.005)
+    [own] = await embedder.embed([texts[7]])
+
+    async def cosines() -> dict[int, float | None]:
+        found = await vectors.candidates(
+            SCOPE, "support group", model=embedder.model_id, query_vector=own, limit=50
+        )
+        return {c.hit.offset: c.cosine for c in found}
+
+    by_offset = await cosines()
+    assert sorted(by_offset) == list(range(12))
+    assert by_offset[7] == pytest.approx(1.0, abs=0.005)  # the stored vector is its message's own
+    assert all(c is not None and c < 0.999 for o, c in by_offset.items() if o != 7)
     dead = dead_letters(settings_, NAME)
     assert [d["value_text"] for d in dead] == ["not a journal message"] * 2
 
@@ -108,8 +113,6 @@ async def test_journal_to_vectors_then_replay_adds_no_duplicates(
             settings_, options, registry, replay, lambda: committed_total(settings_, REPLAY, SOURCE) >= total
         )
         assert all(copies >= 2 for _, copies in stored())  # the copies are there, unmerged
-        again = await vectors.candidates(SCOPE, "support group", model=embedder.model_id, limit=50)
-        assert sorted(c.hit.offset for c in again) == list(range(12))  # each message once
-        assert {c.hit.offset: c.vector for c in again} == by_offset  # the same vectors
+        assert await cosines() == by_offset  # each message once, the same vectors
     finally:
         chdb_client.command(f"SYSTEM START MERGES {table}")

@@ -84,6 +84,7 @@ async def test_without_vectors_the_order_is_bm25s(
         bm25 = await transcript_store.search(ALICE, QUERY, thread_id=thread, limit=10)
         found = await rerank.search(ALICE, QUERY, thread_id=thread, limit=10)
         assert [h.message_id for h in found] == [h.message_id for h in bm25]
+    assert await rerank.search(ALICE, "the and of", limit=10) == []  # stop words only: nothing
 
 
 async def test_a_candidate_without_a_vector_is_kept(

@@ -1,6 +1,7 @@
 """ClickHouseMessageVectors against the real embedded engine (chdb): the `message_vectors` table,
 idempotent inserts, the BM25 search joined with the vectors in one query (same hits and order as
-`search`, b"" for a missing vector, another model's never used), and pruning after a rebuild."""
+`search`, the cosine computed in SQL as `fusion.cosine` does, None for a missing vector, another
+model's never used), and pruning after a rebuild."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from core.stores.message_vectors import MessageVector
+from core.stores.message_vectors import Candidate, MessageVector
 from core.stores.transcripts import TranscriptRow, TranscriptScope
+from core.transcripts.fusion import cosine
 from sinks.clickhouse.store import ClickHouseTranscriptStore
 from sinks.clickhouse.vectors import ClickHouseMessageVectors
 from tests.sinks.clickhouse.rows import row
@@ -40,6 +42,10 @@ def rows() -> list[TranscriptRow]:
         row("a2", 0, "Can I get a refund for my March invoice?", user_id="alice"),
         row("b1", 0, "Bob: my invoice has a refund problem too.", user_id="bob"),
     ]
+
+
+def by_message(found: list[Candidate]) -> dict[str, float | None]:
+    return {c.hit.message_id: c.cosine for c in found}
 
 
 @pytest.fixture
@@ -80,14 +86,23 @@ async def test_candidates_are_the_search_hits_with_their_vectors(
     await vectors.insert_vectors([vector_of(a1_0, bytes([1, 2, 255]))])
     await vectors.insert_vectors([vector_of(a1_0, bytes([1, 2, 255]))])  # redelivered: one row read
     await vectors.insert_vectors([vector_of(a2_0, bytes([9, 9, 9]), model="model-b")])  # another model
+    query = [0.3, -0.5, 0.1]
     for thread in (None, "a1"):
-        found = await vectors.candidates(ALICE, "refund invoice", model=MODEL, thread_id=thread, limit=50)
+        found = await vectors.candidates(
+            ALICE, "refund invoice", model=MODEL, query_vector=query, thread_id=thread, limit=50
+        )
         expected = await transcript_store.search(ALICE, "refund invoice", thread_id=thread, limit=50)
         assert [c.hit for c in found] == expected  # same hits, same order, same scope and roles
-        by_id = {c.hit.message_id: c.vector for c in found}
-        assert by_id.pop(a1_0.message_id) == bytes([1, 2, 255])
-        assert set(by_id.values()) == {b""}  # no vector yet, or only another model's
-    assert await vectors.candidates(ALICE, "the", model=MODEL, limit=50) == []  # stop words only
+        by_id = {c.hit.message_id: c.cosine for c in found}
+        assert by_id.pop(a1_0.message_id) == pytest.approx(cosine(query, bytes([1, 2, 255])), abs=1e-6)
+        assert set(by_id.values()) == {None}  # no vector yet, or only another model's
+    found = await vectors.candidates(ALICE, "refund", model=MODEL, query_vector=[0.3, 0.2], limit=50)
+    assert {c.cosine for c in found} == {None}  # a query vector of another dimension count
+    found = await vectors.candidates(ALICE, "refund", model=MODEL, query_vector=None, limit=50)
+    assert {c.cosine for c in found} == {None}  # no query vector
+    found = await vectors.candidates(ALICE, "refund", model=MODEL, query_vector=[0.0, 0.0, 0.0], limit=50)
+    assert by_message(found)[a1_0.message_id] == 0.0  # a zero vector: cosine 0
+    assert await vectors.candidates(ALICE, "the", model=MODEL, query_vector=query, limit=50) == []
 
 
 async def test_another_users_vector_never_joins(
@@ -97,8 +112,8 @@ async def test_another_users_vector_never_joins(
     await transcript_store.insert([mine])
     # a vector claiming the same message position but written under another user
     await vectors.insert_vectors([vector_of(row("t1", 0, "refund please", user_id="bob"), b"\x05")])
-    found = await vectors.candidates(ALICE, "refund", model=MODEL, limit=10)
-    assert [(c.hit.message_id, c.vector) for c in found] == [(mine.message_id, b"")]
+    found = await vectors.candidates(ALICE, "refund", model=MODEL, query_vector=[1.0], limit=10)
+    assert [(c.hit.message_id, c.cosine) for c in found] == [(mine.message_id, None)]
 
 
 async def test_prune_deletes_only_old_vectors_of_rows_gone(
