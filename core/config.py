@@ -156,8 +156,8 @@ class Settings(BaseSettings):
     transcript_vectors: bool = Field(
         default=False,
         description="the semantic signal of transcript search (opt-in): the `transcript-vectors` "
-        "processor embeds every user/assistant message with the embedding model (~2 ms of CPU per "
-        "message offline) and `journal_message_search` re-orders its BM25 top 50 by BM25 and cosine "
+        "processor embeds every user/assistant message with the embedding model (~6.5 ms of CPU "
+        "per message offline) and `journal_message_search` re-orders its BM25 top 50 by BM25 and cosine "
         "to the query; off: nothing is embedded and search ranks by BM25 alone",
     )
     metrics_refresh_s: float = Field(

@@ -18,9 +18,10 @@ returned. Idempotence: a vector is identified like its message (environment, acc
 thread_id, offset) and every read is dedup-safe, so a redelivered or replayed batch writes the
 same rows again and no read sees two.
 
-Cost: an embedding per message (~2 ms of CPU offline, measured in the README), hence opt-in and
-small batches (`BATCH_SIZE`). ClickHouse unavailable (`TranscriptUnavailable`): raised as it is,
-the runtime waits the outage out (offsets not committed). Other errors (the embedder's) go to the
+Cost: an embedding per message (offline MiniLM: ~6.5 ms of CPU per LoCoMo turn, measured with
+`bench/bench_transcript_vectors.py`), hence opt-in and small batches (`BATCH_SIZE`). ClickHouse
+unavailable (`TranscriptUnavailable`): raised as it is, the runtime waits the outage out (offsets
+not committed). Other errors (the embedder's) go to the
 runtime as they are (retried, then the record that still fails alone is dead-lettered).
 """
 
@@ -40,8 +41,9 @@ from streams.runtime.processor import InvalidMessage, Processor, Record, decodin
 
 NAME = "transcript-vectors"
 SOURCE_TOPIC = "journal.messages"
-BATCH_SIZE = 256
-"""Records per batch at most (~0.5 s of embedding on one core offline): offsets are committed often."""
+BATCH_SIZE = 64
+"""Records per batch at most (~0.5 s of embedding on two cores offline): offsets are committed
+often, and a stopping node waits for at most one such batch."""
 BATCH_WAIT_S = 0.25
 """Longest wait to fill a batch."""
 
