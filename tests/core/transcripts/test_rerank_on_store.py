@@ -5,7 +5,10 @@ with re-rank off is today's search."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from core.chat.offline import OfflineChatModel
+from core.embeddings.errors import EmbeddingError
 from core.stores.message_vectors import MessageVector
 from core.stores.transcripts import TranscriptRow, TranscriptScope
 from core.transcripts.caller import JournalContext
@@ -116,3 +119,30 @@ async def test_the_tool_with_and_without_rerank(
         transcript_store, OfflineChatModel(), DenseRerank(vectors, embedder)
     ).invoke("journal_message_search", arguments, context)
     assert on["messages"][0]["message_id"] == "t1-m3"
+
+
+class Down:
+    """An embedder of `model_id` that cannot embed (the model is down)."""
+
+    dimensions = 384
+
+    def __init__(self, model_id: str) -> None:
+        self.model_id = model_id
+        self.calls = 0
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls += 1
+        raise EmbeddingError("the model is down")
+
+
+async def test_a_query_that_cannot_be_embedded_gets_bm25s_order(
+    transcript_store: ClickHouseTranscriptStore, embedder: OfflineMiniLM
+) -> None:
+    rows = conversation()
+    await transcript_store.insert(rows)
+    vectors = await embed_all(transcript_store, embedder, rows)
+    down = Down(embedder.model_id)
+    found = await DenseRerank(vectors, down).search(ALICE, QUERY, limit=10)
+    bm25 = await transcript_store.search(ALICE, QUERY, limit=10)
+    assert [h.message_id for h in found] == [h.message_id for h in bm25]  # not an error
+    assert down.calls == 1
