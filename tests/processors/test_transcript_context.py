@@ -7,7 +7,7 @@ import itertools
 from dataclasses import replace
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from core.journal.models import ToolCall
@@ -164,6 +164,7 @@ def distinct_rows(store: InMemoryTranscriptStore) -> dict[tuple[str, int], Trans
     restart_at=st.none() | st.integers(0, 8),
     cache_threads=st.sampled_from([0, 1, 20_000]),
 )
+@example(cuts=[1, 2, 5, 6, 7, 8, 9], redeliver=[(4, 5), (26, 1)], restart_at=None, cache_threads=0)
 async def test_rows_are_the_same_whatever_the_batching_redeliveries_and_restarts(
     cuts: list[int], redeliver: list[tuple[int, int]], restart_at: int | None, cache_threads: int
 ) -> None:
@@ -175,11 +176,12 @@ async def test_rows_are_the_same_whatever_the_batching_redeliveries_and_restarts
     assert expected[("t0", 3)].context_terms == expected[("t0", 1)].terms != ()
 
     bounds = sorted({0, *cuts, len(log)})
-    batches = [log[low:high] for low, high in itertools.pairwise(bounds)]
-    for start, size in redeliver:  # an at-least-once redelivery of earlier records, in order
-        position = min(len(batches), max(1, start % (len(batches) + 1)))
-        first = sum(len(b) for b in batches[: position - 1])
-        batches.insert(position, log[max(0, first - size) : first] or log[:1])
+    spans = list(itertools.pairwise(bounds))  # (low, high) of the log, batch by batch
+    for start, size in redeliver:  # an at-least-once redelivery of records already delivered
+        position = min(len(spans), max(1, start % (len(spans) + 1)))
+        delivered = max(high for _, high in spans[:position])
+        spans.insert(position, (max(0, delivered - size), delivered))
+    batches = [log[low:high] for low, high in spans]
     store = InMemoryTranscriptStore()
     processor = ClickHouseProjection(store, context_cache_threads=cache_threads)
     for index, batch in enumerate(batches):
