@@ -236,6 +236,31 @@ class ObjectStoreSummaryReader(_SummaryObjects):
                 f"cannot read the summary versions under {keys.folder}: {type(exc).__name__}: {exc}"
             ) from exc
 
+    async def versions(self, thread: ThreadRef, agent_id: str) -> list[Summary]:
+        """Every kept version of the thread's summary, oldest first (an account export): the
+        `summary.v{N}.json` objects, or the lone `summary.json` of a thread summarized before
+        versioning existed; [] when there is none. Raises SummaryUnavailable."""
+        keys = _Keys.of(thread, agent_id)
+        try:
+            listing = await obstore.list_with_delimiter_async(self._store, keys.folder)
+            numbers = sorted(
+                int(m[1]) for o in listing["objects"] if (m := _VERSION_RE.search("/" + o["path"]))
+            )
+            if not numbers:
+                legacy = await self._get(keys.pointer)
+                return [legacy] if legacy is not None else []
+            found = [await self._get(keys.version(n)) for n in numbers]
+        except SummaryUnavailable:
+            raise
+        except Exception as exc:
+            raise SummaryUnavailable(
+                f"cannot read the summary versions under {keys.folder}: {type(exc).__name__}: {exc}"
+            ) from exc
+        for number, summary in zip(numbers, found, strict=True):
+            if summary is None or summary.version != number:
+                raise SummaryUnavailable(f"summary object {keys.version(number)} is missing or corrupt")
+        return [s for s in found if s is not None]
+
 
 class ObjectStoreSummaryWriter(ObjectStoreSummaryReader):
     """`core.summaries.models.SummaryWriter` (and `SummaryReader`) over an obstore store: versioned,
