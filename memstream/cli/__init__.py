@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from memstream.cli.accounts import export_command, import_command
 from memstream.cli.admin import rebuild, replay, republish, verify
 from memstream.cli.mcp import mcp
 from memstream.cli.rescreen import rescreen
@@ -216,5 +217,5 @@ def keys_create(account: str, label: str, surface: str) -> None:
     click.echo(key)
 
 
-for _command in (replay, republish, verify, rebuild, mcp, rescreen):
+for _command in (replay, republish, verify, rebuild, mcp, rescreen, export_command, import_command):
     main.add_command(_command)

@@ -68,11 +68,26 @@ class NodeClient:
         return response.json()
 
     def stream(
-        self, method: str, path: str, *, body: Any = None, params: dict[str, Any] | None = None
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: dict[str, Any] | None = None,
+        content: bytes | None = None,
+        content_type: str = "application/x-ndjson",
+        on_line: Callable[[str], None] | None = None,
     ) -> Generator[Progress, None, Any]:
-        """Yield progress; return the `result` line's value (module doc)."""
+        """Yield progress; return the `result` line's value (module doc). `content` is sent as
+        the raw body (of `content_type`) instead of `body` as JSON; `on_line` gets the text of each
+        `{"line": ...}` item (an account export's lines)."""
+        sent: dict[str, Any] = (
+            {"content": content, "headers": {"content-type": content_type}}
+            if content is not None
+            else {"json": body}
+        )
         try:
-            with self._client.stream(method, path, json=body, params=params) as response:
+            with self._client.stream(method, path, params=params, **sent) as response:
                 if response.status_code >= 400:
                     response.read()
                     self._check(response)
@@ -80,7 +95,9 @@ class NodeClient:
                     if not line.strip():
                         continue
                     item = json.loads(line)
-                    if "progress" in item:
+                    if "line" in item and on_line is not None:
+                        on_line(item["line"])
+                    elif "progress" in item:
                         yield Progress(**item["progress"])
                     elif "result" in item:
                         return item["result"]

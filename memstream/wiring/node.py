@@ -41,6 +41,7 @@ from memstream.metrics import NodeFigures
 from memstream.ops.progress import ProgressCallback
 from memstream.ops.rebuild import rebuild_clickhouse, rebuild_qdrant
 from memstream.ops.topic_restart import ConsumerRestart
+from memstream.wiring.accounts import build_account_stores
 from memstream.wiring.api import build_api_deps, build_memory_deps
 from memstream.wiring.processors import (
     SOURCES,
@@ -213,6 +214,7 @@ async def build_node(
                 rebuilders=_rebuilders(engines, journal_guard),
                 forget_progress=progress.forget,
                 figures=figures,
+                accounts=build_account_stores(settings, pool, journal, summary_cache),
             )
         )
     )

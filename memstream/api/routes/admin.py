@@ -20,6 +20,8 @@ holds nothing.
 - `POST /admin/v1/republish`: publish the journal again from a seq (`memstream.ops.republish`); NDJSON.
 - `GET  /admin/v1/verify`: journal vs ClickHouse projection counts (`memstream.ops.verify`); NDJSON.
 - `POST /admin/v1/rebuild/{clickhouse|qdrant}`: rebuild a projection and swap it in; NDJSON.
+- `GET  /admin/v1/accounts/{id}/export`, `POST /admin/v1/accounts/{id}/import`: account export and
+  import (`memstream.api.routes.admin_accounts`), when the node gives `AdminDeps.accounts`.
 """
 
 from __future__ import annotations
@@ -44,7 +46,9 @@ from core.config import Settings
 from core.errors import Conflict, MemstreamError, NotFound, Unauthorized
 from core.stores.journal import Journal
 from core.stores.transcripts import TranscriptStore
+from memstream.api.routes.admin_accounts import add_account_routes
 from memstream.metrics import NodeFigures
+from memstream.ops.account_export import AccountStores
 from memstream.ops.progress import Progress, ProgressCallback
 from memstream.ops.replay import GroupOffsets, PartitionLag, total_lag
 from memstream.ops.replay_from import parse_replay_from
@@ -81,6 +85,8 @@ class AdminDeps:
     """Deletes a consumer group's stored journal progress (a replay makes it process again)."""
     figures: NodeFigures | None = None
     """The figures read in the background for /metrics (`/admin/v1/overview` shows them)."""
+    accounts: AccountStores | None = None
+    """The stores of account export and import (`memstream.api.routes.admin_accounts`)."""
 
 
 class ReplayRequest(BaseModel):
@@ -359,4 +365,6 @@ def admin_router(deps: AdminDeps) -> APIRouter:
             raise NotFound(f"no rebuild of {target!r} on this node (available: {', '.join(deps.rebuilders)})")
         return exclusive.stream(f"rebuild of {target}", rebuilder)
 
+    if deps.accounts is not None:
+        add_account_routes(router, deps.accounts, deps.settings.environment, exclusive.stream)
     return router
