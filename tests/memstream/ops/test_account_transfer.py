@@ -191,3 +191,22 @@ async def test_a_bad_file_is_refused_before_anything_is_written(
         '{"counts":{"agent":0,"memory_entry":0,"message":0,"summary":0,"thread":0},"type":"end"}\n'
     )
     assert await node_b.pool.fetchval("SELECT count(*) FROM threads") == 0
+
+
+async def test_an_entry_changed_in_the_target_is_a_conflict_and_left_alone(
+    node_a: AccountNode, node_b: AccountNode
+) -> None:
+    text = await node_a.export("acme")
+    assert (await import_account(node_b.stores, node_b.environment, "acme", text.splitlines())).ok
+    await node_b.pool.execute("UPDATE memory_entries SET importance = 0.2 WHERE key = 'deploy.day'")
+    report = await import_account(node_b.stores, node_b.environment, "acme", text.splitlines())
+    assert [(c["type"], c["detail"]) for c in report.conflicts] == [
+        ("memory_entry", f"the target's entry {_entry_id(text, 'deploy.day')} differs in importance")
+    ]
+    assert report.unchanged == {**COUNTS, "memory_entry": 1}
+    assert await node_b.pool.fetchval("SELECT importance FROM memory_entries WHERE key = 'deploy.day'") == 0.2
+
+
+def _entry_id(text: str, key: str) -> str:
+    entry = next(json.loads(x) for x in text.splitlines() if f'"key":"{key}"' in x)
+    return str(entry["entry_id"])

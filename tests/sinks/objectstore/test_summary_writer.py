@@ -149,6 +149,19 @@ async def test_summary_json_written_before_versioning_counts(
     assert await keys_of(store) == ["summary.json", "summary.v4.json"]
 
 
+async def test_versions_lists_every_kept_version_oldest_first(
+    writer: ObjectStoreSummaryWriter, reader: ObjectStoreSummaryReader, store: Any
+) -> None:
+    assert await reader.versions(THREAD, "bot") == []
+    await obstore.put_async(store, POINTER, make(3).model_dump_json().encode())  # before versioning
+    assert await reader.versions(THREAD, "bot") == [make(3)]
+    await writer.write(THREAD, "bot", make(4), expected_version=3)
+    await writer.write(THREAD, "bot", make(5), expected_version=4)
+    await writer.write(THREAD, "bot", make(12), expected_version=5, floor=11)  # above lost objects
+    assert await reader.versions(THREAD, "bot") == [make(4), make(5), make(12)]
+    assert await reader.versions(THREAD, "other-bot") == []
+
+
 async def test_store_down_is_write_failed() -> None:
     closed = free_port()
     s3 = S3Settings(
