@@ -123,15 +123,22 @@ async def test_conflicting_data_is_reported_and_the_rest_imported(
         "alice",
         [NewMessage(message_id="m-1", role="user", content="other")],
     )
+    await node_b.journal.append(  # m-5 is t-2's message in the file
+        node_b.ref("acme", "t-9"),
+        "bot",
+        None,
+        [NewMessage(message_id="m-5", role="user", content="elsewhere")],
+    )
     await node_b.stores.agents.upsert_capabilities(node_b.environment, "acme", "bot", [])
     text = await node_a.export("acme")
     report = await import_account(node_b.stores, node_b.environment, "acme", text.splitlines())
     assert not report.ok
-    kinds = {(c["type"], c["id"]) for c in report.conflicts}
-    assert kinds == {("agent", "bot"), ("thread", "t-1"), ("message", "m-1")}
-    message = next(c for c in report.conflicts if c["type"] == "message")
-    assert "offset 0 of thread t-1" in message["detail"] and "skipped" in message["detail"]
-    assert report.added == {"agent": 0, "thread": 1, "message": 1, "summary": 0, "memory_entry": 2}
+    kinds = [(c["type"], c["id"]) for c in report.conflicts]
+    assert kinds == [("agent", "bot"), ("thread", "t-1"), ("message", "m-1"), ("message", "m-5")]
+    details = [c["detail"] for c in report.conflicts]
+    assert "offset 0 of thread t-1" in details[2] and "skipped" in details[2]
+    assert "the journal refused messages from offset 0 of thread t-2 (conflict:" in details[3]
+    assert report.added == {"agent": 0, "thread": 1, "message": 0, "summary": 0, "memory_entry": 2}
     stored = await node_b.journal.after(node_b.ref("acme", "t-1"), -1)
     assert [m.content for m in stored] == ["other"]  # the target's thread is left as it was
 
