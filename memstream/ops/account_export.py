@@ -16,8 +16,9 @@ another account's data cannot reach the file.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 from core.journal.models import Message, ThreadRef
@@ -29,7 +30,6 @@ from core.summaries.models import Summary, SummaryStore
 from core.threads import Thread, ThreadStore
 from memstream.ops.export_format import dump, header, time_text
 from memstream.ops.progress import Progress, ProgressCallback, no_progress
-from sinks.postgres.account_restore import PostgresAccountRestore
 
 PAGE = 500
 """Threads, messages and entries read per store call."""
@@ -38,6 +38,26 @@ PAGE = 500
 class SummaryVersions(Protocol):
     async def versions(self, thread: ThreadRef, agent_id: str) -> list[Summary]:
         """Every kept version, oldest first (`ObjectStoreSummaryReader.versions`)."""
+        ...
+
+
+class AccountRestore(Protocol):
+    """Rows inserted with their own timestamps (`sinks.postgres.account_restore`)."""
+
+    async def restore_thread(self, thread: Thread) -> tuple[Thread, bool]:
+        """Insert unless the key exists; (the stored row, inserted)."""
+        ...
+
+    async def restore_agent(
+        self,
+        environment: str,
+        account_id: str,
+        agent_id: str,
+        capabilities: Sequence[str],
+        created_at: datetime,
+        updated_at: datetime,
+    ) -> tuple[AgentRecord, bool]:
+        """Insert unless the agent has a record; (the stored record, inserted)."""
         ...
 
 
@@ -52,7 +72,7 @@ class AccountStores:
     """Writes imported versions (the summarizer's store: version floor and cache included)."""
     agents: AgentStore
     entries: QuarantineStore
-    restore: PostgresAccountRestore
+    restore: AccountRestore
 
 
 def agent_record(record: AgentRecord) -> dict[str, Any]:
