@@ -2,7 +2,8 @@
 
 A file is one `header` line, then the account's records, then one `end` line with the count of
 each type (a truncated file is refused). Every line is one JSON object with a `type`, written
-canonically (`dump`: keys sorted, no spaces, UTF-8 as is, times in UTC as
+canonically (`dump`: keys sorted, no spaces, UTF-8 as is but for U+0085, U+2028 and U+2029,
+which are escaped; times in UTC as
 `YYYY-MM-DDTHH:MM:SS.ffffffZ`), in a fixed order (`memstream.ops.account_export`), so the same
 account always gives the same bytes. Nothing that differs between nodes is written: no
 environment, no account id (the import names its target), no journal-wide `seq`, no node-derived
@@ -49,9 +50,24 @@ def time_text(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+_LINE_BREAKS = str.maketrans({"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+"""Characters some line readers (Python's `splitlines`, httpx's `iter_lines`) take for line ends:
+written escaped, so a line is always exactly what lies between two `\\n`."""
+
+
 def dump(record: dict[str, Any]) -> str:
-    """One canonical line (without its newline): keys sorted, compact, UTF-8 kept."""
-    return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    """One canonical line (without its newline): keys sorted, compact, UTF-8 kept except the
+    escaped line-break characters of `_LINE_BREAKS`."""
+    text = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return text.translate(_LINE_BREAKS)
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of a file's text: split at `\\n` only (a final newline ends the last line)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
 
 
 class _Line(BaseModel):

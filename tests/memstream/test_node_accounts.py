@@ -60,7 +60,7 @@ def populate(api: httpx.Client) -> None:
             "tool_call": {"id": "call-1", "name": "calendar", "arguments": '{"q": "deploy"}'},
         },
         {"message_id": "m-3", "role": "tool", "tool_call": {"id": "call-1", "result": "Tuesdays"}},
-        {"message_id": "m-4", "role": "assistant", "content": "On Tuesdays."},
+        {"message_id": "m-4", "role": "assistant", "content": "On Tuesdays.\u2028Every week\u0085 ✓\r\n"},
     ]
     response = api.post(
         "/v1/threads/t-1/messages", json={"agent_id": "bot", "user_id": "alice", "messages": messages}

@@ -29,14 +29,16 @@ from core.errors import MemstreamError
 from core.ids import require_id
 from memstream.ops.account_export import AccountStores, export_account
 from memstream.ops.account_import import AccountImport, report_json
-from memstream.ops.export_format import InvalidExport, read_export
+from memstream.ops.export_format import InvalidExport, read_export, split_lines
 from memstream.ops.progress import Progress, ProgressCallback
 
 log = logging.getLogger("memstream.admin")
 
 
 def _line(kind: str, body: Any) -> bytes:
-    return (json.dumps({kind: body}, ensure_ascii=False) + "\n").encode()
+    """One NDJSON item, ASCII only (an export line's text travels escaped, and the client's line
+    reader splits at nothing but the item's `\\n`)."""
+    return (json.dumps({kind: body}) + "\n").encode()
 
 
 async def export_stream(stores: AccountStores, environment: str, account_id: str) -> AsyncIterator[bytes]:
@@ -64,7 +66,7 @@ def _lines(body: bytes) -> list[str]:
     except UnicodeDecodeError as exc:
         line = body[: exc.start].count(b"\n") + 1
         raise InvalidExport(line, "the file is not UTF-8") from None
-    return text.splitlines()
+    return split_lines(text)
 
 
 def add_account_routes(

@@ -120,7 +120,7 @@ async def populate(node: AccountNode) -> None:
         node.ref("acme", "t-1"),
         "bot",
         "alice",
-        [NewMessage(message_id="m-4", role="assistant", content="On Tuesdays.")],
+        [NewMessage(message_id="m-4", role="assistant", content="On Tuesdays.\u2028Every week\u0085 ✓\r\n")],
     )
     await node.journal.append(
         node.ref("acme", "t-2"), "bot", None, [NewMessage(message_id="m-5", role="user", content="hello")]

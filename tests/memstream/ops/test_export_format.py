@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from memstream.ops.export_format import InvalidExport, dump, header, read_export, time_text
+from memstream.ops.export_format import InvalidExport, dump, header, read_export, split_lines, time_text
 
 HEADER = '{"format":"memstream.account","format_version":1,"type":"header"}'
 THREAD = (
@@ -46,6 +46,9 @@ def _end(thread: int = 1, message: int = 0) -> str:
 def test_lines_are_canonical_and_times_utc_with_microseconds() -> None:
     assert dump(header()) == HEADER
     assert dump({"b": "é", "a": [1, None]}) == '{"a":[1,null],"b":"é"}'
+    odd = dump({"c": "a\u2028b\u2029c\x85d\r\n\x0c"})  # what some readers take for line ends
+    assert odd == '{"c":"a\\u2028b\\u2029c\\u0085d\\r\\n\\f"}'
+    assert split_lines(odd + "\n" + odd + "\n") == [odd, odd]
     local = datetime(2024, 5, 1, 12, 0, tzinfo=timezone(timedelta(hours=2)))
     assert time_text(local) == "2024-05-01T10:00:00.000000Z"
     assert time_text(datetime(2024, 5, 1, 10, 0, 0, 5, tzinfo=UTC)) == "2024-05-01T10:00:00.000005Z"
