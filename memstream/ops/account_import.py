@@ -9,13 +9,17 @@ in the file's order:
   user is a conflict and its messages and summaries are skipped; other metadata is a conflict that
   keeps the target's metadata and goes on with the messages;
 - **messages**: those the thread already holds at their offsets (same id, content and time) are
-  unchanged; the rest are appended through the journal (durable before the call returns, the
-  journal's message-id retry rules apply) with their original `created_at`, and must land at the
-  file's offsets. A message the target holds otherwise (another id or content at that offset, or
-  its id used elsewhere in the account) is a conflict that skips the rest of the thread;
-- **summaries**: every version the target lacks is written through the summarizer's store
-  (version floor and cache kept right); a version the target holds with another content, or one
-  below the target's current version, is a conflict that skips the thread's later versions;
+  unchanged; a message the target holds otherwise at its offset is a conflict that skips the
+  thread's messages and summaries;
+- **summaries** (before the thread's new messages, so the thresholds count the new messages from
+  the summary instead of compacting again what it covers): every version the target lacks is
+  written through the summarizer's store (version floor and cache kept right); a version the target
+  holds with another content, or one below the target's current version, is a conflict that skips
+  the thread's later versions;
+- then the messages the thread lacks are appended through the journal (durable before the call
+  returns, the journal's message-id retry rules apply) with their original `created_at`, and must
+  land at the file's offsets; a refusal (e.g. the id is used by another thread of the account) is a
+  conflict that skips the thread's later messages;
 - **memory entries**: `core.memory.restore.EntryRestorer` (kept ids and counters, outbox record,
   today's screening: a screened-out entry is reported and not imported).
 
@@ -193,11 +197,15 @@ class AccountImport:
             )
         else:
             self.report.unchanged["thread"] += 1
-        if await self._messages(stored, records.messages):
-            await self._summaries(stored, records.summaries)
+        existing = await self._existing(stored, records.messages)
+        if existing is None:
+            return
+        await self._summaries(stored, records.summaries)  # first: the thresholds then count from it
+        await self._append(stored, records.messages[existing:])
 
-    async def _messages(self, thread: Thread, lines: list[MessageLine]) -> bool:
-        """Import the thread's messages; False after a conflict (the thread's rest is skipped)."""
+    async def _existing(self, thread: Thread, lines: list[MessageLine]) -> int | None:
+        """How many of the thread's messages the target holds already, at their offsets; None
+        after a conflict (the thread's messages and summaries are then skipped)."""
         journal = self._stores.journal
         existing: list[Message] = []
         while True:
@@ -211,12 +219,17 @@ class AccountImport:
                     "message",
                     line.message_id,
                     f"offset {line.offset} of thread {thread.thread_id} holds message {stored.message_id} "
-                    "with other content in the target: the thread's later messages and its summaries "
-                    "were skipped",
+                    "with other content in the target: the thread's messages and summaries were skipped",
                 )
-                return False
-        self.report.unchanged["message"] += min(len(lines), len(existing))
-        for batch in _batches(lines[len(existing) :]):
+                return None
+        held = min(len(lines), len(existing))
+        self.report.unchanged["message"] += held
+        return held
+
+    async def _append(self, thread: Thread, lines: list[MessageLine]) -> None:
+        """Append the messages the target lacks; a refusal skips the thread's later messages."""
+        journal = self._stores.journal
+        for batch in _batches(lines):
             first = batch[0]
             try:
                 written = await journal.append(
@@ -227,10 +240,10 @@ class AccountImport:
                     "message",
                     first.message_id,
                     f"the journal refused messages from offset {first.offset} of thread "
-                    f"{thread.thread_id} ({exc.code}: {exc.message}): the thread's later messages and "
-                    "its summaries were skipped",
+                    f"{thread.thread_id} ({exc.code}: {exc.message}): the thread's later messages were "
+                    "skipped",
                 )
-                return False
+                return
             for line, stored in zip(batch, written, strict=True):
                 if stored.offset != line.offset or not _same_message(stored, line):
                     self.report.conflict(
@@ -238,11 +251,10 @@ class AccountImport:
                         line.message_id,
                         f"message {line.message_id} of thread {thread.thread_id} is at offset "
                         f"{stored.offset} in the target, not {line.offset} (written meanwhile by someone "
-                        "else, or its id was already used): the thread's summaries were skipped",
+                        "else, or its id was already used): the thread's later messages were skipped",
                     )
-                    return False
+                    return
             self.report.added["message"] += len(batch)
-        return True
 
     async def _summaries(self, thread: Thread, lines: list[SummaryLine]) -> None:
         if not lines:
