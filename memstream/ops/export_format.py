@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from core.errors import InvalidInput
 from core.ids import Id
 from core.journal.models import NewMessage, Role, ToolCall
+from core.memory.agents import normalise_capabilities
 from core.memory.models import Category, Provenance, Visibility
 
 FORMAT = "memstream.account"
@@ -86,6 +87,15 @@ class AgentLine(_Line):
     capabilities: list[str]
     created_at: datetime
     updated_at: datetime
+
+    @field_validator("capabilities")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        """Today's capability names only (`core.memory.agents.normalise_capabilities`)."""
+        try:
+            return sorted(normalise_capabilities(value))
+        except InvalidInput as exc:
+            raise ValueError(exc.message) from None
 
 
 class ThreadLine(_Line):

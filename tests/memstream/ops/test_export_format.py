@@ -15,6 +15,11 @@ THREAD = (
     '"type":"thread","updated_at":"2024-05-01T10:00:00.000000Z","user_id":null}'
 )
 
+AGENT = (
+    '{"agent_id":"bot","capabilities":["memory"],"created_at":"2024-05-01T10:00:00.000000Z",'
+    '"type":"agent","updated_at":"2024-05-01T10:00:00.000000Z"}'
+)
+
 
 def _message(offset: int, message_id: str = "", thread_id: str = "t-1") -> str:
     return dump(
@@ -80,6 +85,11 @@ def test_a_valid_file_is_parsed_with_its_threads_and_messages() -> None:
             3,
             "tool message",
         ),
+        (
+            [HEADER, AGENT.replace('["memory"]', '["telepathy"]'), _end(0)],
+            2,
+            "unknown capability 'telepathy'",
+        ),
     ],
     ids=[
         "empty",
@@ -95,6 +105,7 @@ def test_a_valid_file_is_parsed_with_its_threads_and_messages() -> None:
         "truncated",
         "after-end",
         "role-rules",
+        "unknown-capability",
     ],
 )
 def test_a_bad_file_is_refused_naming_the_line(lines: list[str], line: int, words: str) -> None:
