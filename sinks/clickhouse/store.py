@@ -310,11 +310,7 @@ class ClickHouseTranscriptStore:
 
         def call(client: Client) -> None:
             # imported history may span more months (partitions) than the default limit of 100
-            client.insert(
-                name,
-                data,
-                column_names=list(COLUMNS),
-            )
+            client.insert(name, data, column_names=list(COLUMNS), settings=INSERT_SETTINGS)
 
         await self._client.run("insert", call)
 
