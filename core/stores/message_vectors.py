@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from core.stores.transcripts import MessageHit, TranscriptScope
+from core.stores.transcripts import MessageHit, Period, TranscriptScope
 
 
 @dataclass(frozen=True)
@@ -66,8 +66,9 @@ class MessageVectorStore(Protocol):
         query_vector: Sequence[float] | None,
         thread_id: str | None = None,
         limit: int,
+        period: Period | None = None,
     ) -> list[Candidate]:
-        """The BM25 search of `TranscriptStore.search` (same scope and role rules, same order), each
+        """The BM25 search of `TranscriptStore.search` (same scope, period and role rules, same order), each
         hit with the cosine of its message's vector by `model` to `query_vector`, in the same
         query (the vectors never leave the store)."""
 

@@ -81,6 +81,17 @@ class TranscriptScope:
 
 
 @dataclass(frozen=True)
+class Period:
+    """A range of message times: `since` inclusive, `until` exclusive (None: unbounded)."""
+
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def holds(self, moment: datetime) -> bool:
+        return (self.since is None or moment >= self.since) and (self.until is None or moment < self.until)
+
+
+@dataclass(frozen=True)
 class MessageHit:
     """A matching `user` or `assistant` message (never system, tool or reasoning text)."""
 
@@ -161,9 +172,11 @@ class TranscriptStore(Protocol):
         *,
         thread_id: str | None = None,
         limit: int = 10,
+        period: Period | None = None,
     ) -> list[MessageHit]:
         """The best `limit` user/assistant messages of the scope matching `query` (bound
-        parameter), optionally within one thread; best first, each message at most once."""
+        parameter), optionally within one thread and a `period` of `created_at` (the statistics
+        are then those of the messages in it); best first, each message at most once."""
 
     async def tool_call(
         self, scope: TranscriptScope, tool_call_id: str, *, thread_id: str | None = None

@@ -10,6 +10,7 @@ with null for the ones they do not use); a required one must have a value.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import UTC, date, datetime, time
 from typing import Any, TypeVar
 
 from core.errors import InvalidInput
@@ -134,3 +135,29 @@ def boolean(args: Mapping[str, Any], name: str, *, default: bool) -> bool:
         shown = repr(value) if isinstance(value, str) else _kind(value)
         raise InvalidInput(f"{_field(name)}: must be true or false, got {shown}", field=_field(name))
     return value
+
+
+def optional_time(args: Mapping[str, Any], name: str) -> datetime | None:
+    """A point in time, or None when absent or null: an ISO 8601 date (`2024-05-01`: its start,
+    UTC) or date and time (`2024-05-01T10:00:00Z`, `...+02:00`; without an offset: UTC), as a
+    timezone-aware UTC datetime."""
+    value = args.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(f"{_field(name)}: must be a string, got {_kind(value)}", field=_field(name))
+    text = value.strip()
+    try:
+        if len(text) == 10:
+            moment = datetime.combine(date.fromisoformat(text), time(), tzinfo=UTC)
+        else:
+            moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidInput(
+            f"{_field(name)}: must be an ISO 8601 date or date and time, e.g. 2024-05-01 or "
+            f"2024-05-01T10:00:00Z; got {value[:40]!r}",
+            field=_field(name),
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)

@@ -25,7 +25,7 @@ from core.embeddings.base import Embedder
 from core.embeddings.errors import EmbeddingError
 from core.memory.query_vectors import QueryVectors
 from core.stores.message_vectors import MessageVectorStore
-from core.stores.transcripts import MessageHit, TranscriptScope
+from core.stores.transcripts import MessageHit, Period, TranscriptScope
 from core.transcripts.fusion import CANDIDATES, fused
 from core.transcripts.terms import query_terms
 
@@ -46,9 +46,15 @@ class DenseRerank:
         self.candidates = candidates
 
     async def search(
-        self, scope: TranscriptScope, query: str, *, thread_id: str | None = None, limit: int = 10
+        self,
+        scope: TranscriptScope,
+        query: str,
+        *,
+        thread_id: str | None = None,
+        limit: int = 10,
+        period: Period | None = None,
     ) -> list[MessageHit]:
-        """The best `limit` hits of `scope` (optionally one thread) for `query`, re-ranked."""
+        """The best `limit` hits of `scope` (optionally one thread and `period`) for `query`, re-ranked."""
         if limit < 1 or not query_terms(query):
             return []  # nothing to search for (the store finds nothing): no query to embed
         try:
@@ -63,6 +69,7 @@ class DenseRerank:
             query_vector=vector,
             thread_id=thread_id,
             limit=max(limit, self.candidates),
+            period=period,
         )
         scores = fused([c.hit.score for c in found], [c.cosine for c in found])
         order = sorted(range(len(found)), key=lambda i: -scores[i])

@@ -5,7 +5,10 @@ Arguments (`parse_search_arguments`; each problem is an `InvalidInput` naming th
   (a letter or digit); passed to the store as a bound parameter;
 - `scope`: `all_threads` (default) or `current_thread` (needs the thread the call came from);
 - `limit`: 1..MAX_LIMIT (default DEFAULT_LIMIT); outside is an error, never capped;
-- `summarize`: true (default) or false.
+- `summarize`: true (default) or false;
+- `after` / `before`: only messages whose `created_at` is at or after / before this time (an ISO
+  8601 date, its start in UTC, or date and time; without an offset: UTC); `after` must be earlier
+  than `before`.
 
 Scope: always the caller's environment, account and agent, and the user the call acts for
 (`TranscriptScope.user_id`): that user's threads only, or, for a call without a user (e.g. from
@@ -33,8 +36,15 @@ from typing import Any, Literal
 
 from core.chat.base import ChatModel, ModelError
 from core.errors import InvalidInput
-from core.stores.transcripts import MessageHit, TranscriptStore
-from core.transcripts.arguments import arguments_object, boolean, choice, integer, required_string
+from core.stores.transcripts import MessageHit, Period, TranscriptStore
+from core.transcripts.arguments import (
+    arguments_object,
+    boolean,
+    choice,
+    integer,
+    optional_time,
+    required_string,
+)
 from core.transcripts.caller import JournalContext
 from core.transcripts.hit_summaries import DEFAULT_SUMMARY_TOKENS, MatchSummarizer, hits_as_messages
 from core.transcripts.rerank import DenseRerank
@@ -50,7 +60,7 @@ SearchScope = Literal["current_thread", "all_threads"]
 CURRENT_THREAD: SearchScope = "current_thread"
 ALL_THREADS: SearchScope = "all_threads"
 SCOPES: tuple[SearchScope, ...] = (CURRENT_THREAD, ALL_THREADS)
-SEARCH_ARGUMENTS = ("query", "scope", "limit", "summarize")
+SEARCH_ARGUMENTS = ("query", "scope", "limit", "summarize", "after", "before")
 _WORD = re.compile(r"[^\W_]", re.UNICODE)
 
 
@@ -60,6 +70,7 @@ class SearchArgs:
     scope: SearchScope = ALL_THREADS
     limit: int = DEFAULT_LIMIT
     summarize: bool = True
+    period: Period | None = None
 
 
 def parse_search_arguments(arguments: str | Mapping[str, Any]) -> SearchArgs:
@@ -71,11 +82,19 @@ def parse_search_arguments(arguments: str | Mapping[str, Any]) -> SearchArgs:
             "arguments.query: must contain at least one word (a letter or digit) to search for",
             field="arguments.query",
         )
+    after, before = optional_time(args, "after"), optional_time(args, "before")
+    if after is not None and before is not None and after >= before:
+        raise InvalidInput(
+            f"arguments.after ({after.isoformat()}) must be earlier than arguments.before "
+            f"({before.isoformat()})",
+            field="arguments.after",
+        )
     return SearchArgs(
         query=query,
         scope=choice(args, "scope", SCOPES, ALL_THREADS),
         limit=integer(args, "limit", default=DEFAULT_LIMIT, minimum=1, maximum=MAX_LIMIT),
         summarize=boolean(args, "summarize", default=True),
+        period=Period(after, before) if after is not None or before is not None else None,
     )
 
 
@@ -141,10 +160,12 @@ class TranscriptSearch:
             thread_id = context.thread_id
         if self._rerank is not None:
             found = await self._rerank.search(
-                context.scope, args.query, thread_id=thread_id, limit=args.limit
+                context.scope, args.query, thread_id=thread_id, limit=args.limit, period=args.period
             )
         else:
-            found = await self._store.search(context.scope, args.query, thread_id=thread_id, limit=args.limit)
+            found = await self._store.search(
+                context.scope, args.query, thread_id=thread_id, limit=args.limit, period=args.period
+            )
         hits = [hit for hit in found if hit.role in SEARCHED_ROLES][: args.limit]
         out: dict[str, Any] = {
             "query": args.query,

@@ -77,6 +77,15 @@ SEARCH_SPEC = ToolSpec(
                     "description": "true: one summary per matching conversation (default); false: the "
                     "matching messages in full.",
                 },
+                "after": {
+                    "type": "string",
+                    "description": "Only messages written at or after this time: an ISO 8601 date "
+                    "(e.g. 2024-05-01) or date and time (e.g. 2024-05-01T10:00:00Z).",
+                },
+                "before": {
+                    "type": "string",
+                    "description": "Only messages written before this time (ISO 8601 date or date and time).",
+                },
             },
             ["query"],
         ),

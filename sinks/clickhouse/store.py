@@ -32,13 +32,14 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from clickhouse_connect.driver.client import Client
 
 from core.stores.transcripts import (
     MessageHit,
+    Period,
     Role,
     ThreadCount,
     ThreadKey,
@@ -88,7 +89,7 @@ FROM (
         SELECT thread_id, offset, any(created_at) AS created_at, any(message_id) AS hit_message_id,
                any(role) AS hit_role, any(content) AS hit_content,
                splitByWhitespace(concat(any(context_terms), ' ', any(terms))) AS doc
-        FROM {table}
+        FROM {table} AS m
         WHERE {where} AND role IN ('user', 'assistant')
         GROUP BY thread_id, offset
     )
@@ -115,6 +116,9 @@ _HAS_TERMS = (
     "WHERE database = {db:String} AND table = {table:String} AND name = 'terms'"
 )
 """1 when the live table has the `terms` column (0 for a table of an earlier version)."""
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _utc(value: datetime) -> datetime:
@@ -163,11 +167,17 @@ def _scope_filter(scope: TranscriptScope, params: dict[str, Any]) -> str:
 
 
 def search_sql(
-    table: str, scope: TranscriptScope, query: str, *, thread_id: str | None, limit: int
+    table: str,
+    scope: TranscriptScope,
+    query: str,
+    *,
+    thread_id: str | None,
+    limit: int,
+    period: Period | None = None,
 ) -> tuple[str, dict[str, Any], str] | None:
-    """`SEARCH_SQL` over `table` for `scope` (and `thread_id`), its parameters and its scope's
-    WHERE conditions (for another table with the scope columns); None when the query has no
-    search term or `limit` < 1 (nothing to search for)."""
+    """`SEARCH_SQL` over `table` for `scope` (and `thread_id`, and the messages of `period`), its
+    parameters and its scope's WHERE conditions without the period (for another table with the
+    scope columns); None when the query has no search term or `limit` < 1 (nothing to search for)."""
     terms = query_terms(query)
     if not terms or limit < 1:
         return None
@@ -176,7 +186,26 @@ def search_sql(
     if thread_id is not None:
         params["thread_id"] = thread_id
         where += " AND thread_id = {thread_id:String}"
-    return SEARCH_SQL.format(table=table, where=where), params, where
+    return SEARCH_SQL.format(table=table, where=where + _period_filter(period, params)), params, where
+
+
+def _period_filter(period: Period | None, params: dict[str, Any]) -> str:
+    """The `created_at` conditions of `period` (microseconds since the epoch, bound), or "": on
+    the table's column (`m.`, not the grouped alias), so a period also prunes monthly partitions."""
+    if period is None:
+        return ""
+    sql = ""
+    if period.since is not None:
+        params["since_us"] = _epoch_us(period.since)
+        sql += " AND m.created_at >= fromUnixTimestamp64Micro({since_us:Int64}, 'UTC')"
+    if period.until is not None:
+        params["until_us"] = _epoch_us(period.until)
+        sql += " AND m.created_at < fromUnixTimestamp64Micro({until_us:Int64}, 'UTC')"
+    return sql
+
+
+def _epoch_us(moment: datetime) -> int:
+    return (_utc(moment) - _EPOCH) // timedelta(microseconds=1)
 
 
 def hit_of(row: Sequence[Any]) -> MessageHit:
@@ -345,8 +374,10 @@ GROUP BY environment, account_id, agent_id, thread_id
         *,
         thread_id: str | None = None,
         limit: int = 10,
+        period: Period | None = None,
     ) -> list[MessageHit]:
-        found = search_sql(self._table(None), scope, query, thread_id=thread_id, limit=limit)
+        table = self._table(None)
+        found = search_sql(table, scope, query, thread_id=thread_id, limit=limit, period=period)
         if found is None:
             return []  # only stop words (or no word): nothing says what to look for
         sql, params, _ = found

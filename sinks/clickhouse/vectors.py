@@ -27,7 +27,7 @@ from typing import Any
 from clickhouse_connect.driver.client import Client
 
 from core.stores.message_vectors import Candidate, MessageVector
-from core.stores.transcripts import TranscriptScope
+from core.stores.transcripts import Period, TranscriptScope
 from sinks.clickhouse.schema import TABLE, VECTOR_COLUMNS, VECTORS_TABLE, create_vectors_table
 from sinks.clickhouse.store import ClickHouseTranscriptStore, hit_of, search_sql
 
@@ -106,9 +106,10 @@ class ClickHouseMessageVectors:
         query_vector: Sequence[float] | None,
         thread_id: str | None = None,
         limit: int,
+        period: Period | None = None,
     ) -> list[Candidate]:
         table = f"{self.database}.{TABLE}"
-        found = search_sql(table, scope, query, thread_id=thread_id, limit=limit)
+        found = search_sql(table, scope, query, thread_id=thread_id, limit=limit, period=period)
         if found is None:
             return []
         search, params, where = found

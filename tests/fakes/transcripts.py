@@ -22,6 +22,7 @@ from typing import Any
 
 from core.stores.transcripts import (
     MessageHit,
+    Period,
     ThreadCount,
     ThreadKey,
     ToolCallInfo,
@@ -99,15 +100,24 @@ class InMemoryTranscriptStore:
         return {key: row.terms for key, row in latest.items()}
 
     async def search(
-        self, scope: TranscriptScope, query: str, *, thread_id: str | None = None, limit: int = 10
+        self,
+        scope: TranscriptScope,
+        query: str,
+        *,
+        thread_id: str | None = None,
+        limit: int = 10,
+        period: Period | None = None,
     ) -> list[MessageHit]:
         self.searches.append({"scope": scope, "query": query, "thread_id": thread_id, "limit": limit})
+        if period is not None:
+            self.searches[-1]["period"] = period
         wanted = query_terms(query)
         rows = [
             row
             for row in _distinct(self.rows)
             if _in_scope(row, scope)
             and (thread_id is None or row.thread_id == thread_id)
+            and (period is None or period.holds(row.created_at))
             and (not self.filter_roles or row.role in ("user", "assistant"))
         ]
         hits = []

@@ -8,11 +8,12 @@ scores, tokenizer edges) are in `tests/sinks/clickhouse/test_store.py`."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
-from core.stores.transcripts import TranscriptScope, TranscriptStore
+from core.stores.transcripts import Period, TranscriptScope, TranscriptStore
 from core.transcripts.terms import query_terms
 from processors.transcript_context import with_context
 from tests.fakes.transcripts import InMemoryTranscriptStore
@@ -206,6 +207,31 @@ async def test_a_query_of_stop_words_only_returns_nothing(store: TranscriptStore
     await store.insert([row("t1", 0, "what is it that they were doing"), row("t1", 1, "something")])
     assert await store.search(SCOPE, "What is it that they were doing?") == []
     assert [h.offset for h in await store.search(SCOPE, "what were they doing with something")] == [1]
+
+
+async def test_search_keeps_to_a_period_of_created_at(store: TranscriptStore) -> None:
+    """`period`: since inclusive, until exclusive, either open; times compared as instants."""
+    may, june = datetime(2024, 5, 1, tzinfo=UTC), datetime(2024, 6, 1, tzinfo=UTC)
+    await store.insert(
+        [
+            row("t1", 0, "the trip to Lisbon", created_at=may - timedelta(microseconds=1)),
+            row("t1", 1, "the trip to Lisbon again", created_at=may),
+            row("t2", 0, "Lisbon trip photos", created_at=june - timedelta(microseconds=1)),
+            row("t2", 1, "Lisbon trip, one more time", created_at=june),
+        ]
+    )
+
+    async def found(period: Period | None) -> set[tuple[str, int]]:
+        return {(h.thread_id, h.offset) for h in await store.search(SCOPE, "Lisbon trip", period=period)}
+
+    everything = {("t1", 0), ("t1", 1), ("t2", 0), ("t2", 1)}
+    assert await found(None) == everything == await found(Period())
+    assert await found(Period(since=may, until=june)) == {("t1", 1), ("t2", 0)}
+    assert await found(Period(since=june)) == {("t2", 1)}
+    assert await found(Period(until=may)) == {("t1", 0)}
+    paris = timezone(timedelta(hours=2))
+    assert await found(Period(since=datetime(2024, 6, 1, 2, tzinfo=paris))) == {("t2", 1)}
+    assert await found(Period(since=june, until=june)) == set()
 
 
 async def test_rare_terms_outrank_common_ones_and_stems_match(store: TranscriptStore) -> None:

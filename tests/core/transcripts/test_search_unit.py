@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from core.chat.offline import OfflineChatModel
 from core.chat.prompts import SEARCH_SUMMARY_SYSTEM_PROMPT
 from core.errors import InvalidInput
-from core.stores.transcripts import MessageHit, TranscriptScope, TranscriptUnavailable
+from core.stores.transcripts import MessageHit, Period, TranscriptScope, TranscriptUnavailable
 from core.transcripts.caller import JournalContext
 from core.transcripts.search import TranscriptSearch, group_by_thread
 from core.transcripts.tools import JournalTools, TranscriptsUnavailable
@@ -67,6 +69,46 @@ async def test_scope_and_limit_reach_the_store() -> None:
     assert [m["thread_id"] for m in result["messages"]] == ["t2"]
     await search.invoke({"query": "refund"}, here)  # all_threads by default, even from a thread
     assert store.searches[-1]["thread_id"] is None and store.searches[-1]["limit"] == 10
+
+
+async def test_after_and_before_keep_to_a_period_of_the_messages_times() -> None:
+    store = InMemoryTranscriptStore(
+        rows=[
+            row("t1", 0, "refund for invoice 42", created_at=datetime(2024, 4, 30, 23, tzinfo=UTC)),
+            row("t2", 0, "refund for invoice 43", created_at=datetime(2024, 5, 1, 12, tzinfo=UTC)),
+            row("t3", 0, "refund for invoice 44", created_at=datetime(2024, 6, 2, tzinfo=UTC)),
+        ]
+    )
+    search = TranscriptSearch(store, OfflineChatModel())
+
+    async def threads(**period: str) -> list[str]:
+        result = await search.invoke({"query": "refund", "summarize": False, **period}, CONTEXT)
+        return sorted(m["thread_id"] for m in result["messages"])
+
+    assert await threads() == ["t1", "t2", "t3"]
+    assert await threads(after="2024-05-01") == ["t2", "t3"]
+    assert await threads(after="2024-05-01", before="2024-06-01") == ["t2"]
+    assert await threads(before="2024-05-01T01:00:00+01:00") == ["t1"]  # midnight UTC
+    assert await threads(after="2024-05-01T12:00:00") == ["t2", "t3"]  # no offset: UTC
+    assert store.searches[-1]["period"] == Period(since=datetime(2024, 5, 1, 12, tzinfo=UTC))
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field", "message"),
+    [
+        ({"after": "May 1st"}, "arguments.after", "ISO 8601 date"),
+        ({"before": 20240501}, "arguments.before", "must be a string"),
+        ({"after": "2024-06-01", "before": "2024-05-01"}, "arguments.after", "must be earlier"),
+        ({"after": "2024-05-01", "before": "2024-05-01"}, "arguments.after", "must be earlier"),
+    ],
+)
+async def test_a_bad_period_is_a_specific_error(
+    arguments: dict[str, object], field: str, message: str
+) -> None:
+    search = TranscriptSearch(store_with_threads(), OfflineChatModel())
+    with pytest.raises(InvalidInput, match=message) as info:
+        await search.invoke({"query": "refund", **arguments}, CONTEXT)
+    assert info.value.field == field
 
 
 async def test_unsummarized_result_lists_the_matching_messages() -> None:
