@@ -107,6 +107,12 @@ class CachedThreads:
         finally:
             self.cache.evict((environment, account_id, thread_id))
 
+    async def delete(self, environment: str, account_id: str, thread_id: str) -> bool:
+        try:
+            return await self.store.delete(environment, account_id, thread_id)
+        finally:
+            self.cache.evict((environment, account_id, thread_id))
+
     async def update_metadata(
         self,
         environment: str,

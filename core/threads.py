@@ -228,6 +228,10 @@ class ThreadStore(Protocol):
         """
         ...
 
+    async def delete(self, environment: str, account_id: str, thread_id: str) -> bool:
+        """Delete the thread's row (a thread deletion's step); False when there was none."""
+        ...
+
 
 # ---- the service ------------------------------------------------------------------------------
 

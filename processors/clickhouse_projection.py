@@ -15,6 +15,17 @@ after it returned. Idempotence: a row is identified by
 (environment, account_id, thread_id, offset) and every read of the store is dedup-safe, so a
 redelivered or replayed batch never shows a message twice.
 
+Thread deletions: the processor also consumes `journal.deletions` (a thread's seq-bounded
+tombstone, `core.stores.deletions`). For each one it deletes the thread's rows with
+`seq <= up_to_seq` (`TranscriptStore.delete_thread`, again on every redelivery: idempotent) and
+remembers it, and it never inserts a row of a deleted message (a replay of `journal.messages`, a
+redelivery). Within a batch the tombstones are applied before the messages are projected. So
+that a replay or a new store never resurrects anything, it loads every tombstone from the
+deletion register (`tombstones`, the Postgres table `thread_deletions`) before its first batch:
+the register holds a tombstone before its record is published, and it is the authority (the
+compacted topic would do too, but would have to be read to its end before projecting, and a
+consumer group gives each member only some of its partitions).
+
 ClickHouse unavailable (`TranscriptUnavailable`, a `core.errors.StoreUnavailable`): `process`
 raises it as it is, and the runtime waits the outage out (the same rows retried without
 limit, capped backoff, rate-limited warnings; nothing dead-lettered or skipped, offsets not
@@ -28,14 +39,16 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from core.journal.models import Message
+from core.stores.deletions import Tombstone, Tombstones, TombstoneSource
 from core.stores.transcripts import ThreadKey, TranscriptRow, TranscriptStore, TranscriptUnavailable
 from core.transcripts.terms import message_terms
 from processors.transcript_context import DEFAULT_CACHE_THREADS, Entry, ThreadContext, contexts
-from streams.codecs import journal_messages
+from streams.codecs import journal_deletions, journal_messages
 from streams.runtime.processor import InvalidMessage, Processor, Record, decoding
 
 NAME = "clickhouse-projection"
 SOURCE_TOPIC = "journal.messages"
+DELETIONS_TOPIC = journal_deletions.TOPIC
 BATCH_SIZE = 4000
 """Rows per insert at most (ClickHouse prefers few large inserts; faust buffers 4096 per partition)."""
 BATCH_WAIT_S = 0.25
@@ -90,6 +103,17 @@ def decode_message(record: Record) -> Message:
     return message
 
 
+def is_deletion(record: Record) -> bool:
+    """Whether `record` comes from `journal.deletions` (whatever the topic prefix)."""
+    return record.topic.endswith(DELETIONS_TOPIC)
+
+
+def decode_tombstone(record: Record) -> Tombstone:
+    """The tombstone of one `journal.deletions` record; InvalidMessage if it is not one."""
+    with decoding(record):
+        return journal_deletions.decode(record.key, record.value).tombstone
+
+
 def rows(
     batch: Sequence[Record], prior: Mapping[ThreadKey, tuple[str, ...]] | None = None
 ) -> list[TranscriptRow]:
@@ -127,7 +151,9 @@ def project(
 
 class ClickHouseProjection(Processor):
     """The `clickhouse-projection` processor (module doc). `name` may differ for a second
-    consumer group (a rebuild); `table` writes to a rebuild table instead of the live one."""
+    consumer group (a rebuild); `table` writes to a rebuild table instead of the live one.
+    `tombstones`: where the deletions so far are loaded from before the first batch (without,
+    only those of `journal.deletions` records are known)."""
 
     def __init__(
         self,
@@ -139,9 +165,10 @@ class ClickHouseProjection(Processor):
         batch_size: int | None = BATCH_SIZE,
         batch_wait_s: float | None = BATCH_WAIT_S,
         context_cache_threads: int = DEFAULT_CACHE_THREADS,
+        tombstones: TombstoneSource | None = None,
     ) -> None:
         self.name = name
-        self.source_topics = (SOURCE_TOPIC,)
+        self.source_topics = (SOURCE_TOPIC, DELETIONS_TOPIC)
         self.store = store
         self.table = table
         self.close_store = close_store
@@ -149,15 +176,23 @@ class ClickHouseProjection(Processor):
         self.batch_wait_s = batch_wait_s
         self._schema_ready = False
         self._context = ThreadContext(store, table, context_cache_threads)
+        self._source = tombstones
+        self.deleted: Tombstones | None = None if tombstones is not None else Tombstones()
+        """The tombstones known; None until loaded from `tombstones`."""
 
     async def start(self) -> None:
-        """Create the schema if ClickHouse answers; if not, the first batch waits for it."""
+        """Create the schema and load the tombstones if the stores answer; if not, the first batch
+        waits for them."""
         try:
             await self._ensure_schema()
         except TranscriptUnavailable as exc:
             log.warning(
                 "%s: ClickHouse unavailable at start, will retry with the first batch: %s", self.name, exc
             )
+        try:
+            await self._deleted()
+        except Exception as exc:  # the register is away: the first batch loads it (or waits)
+            log.warning("%s: the deletion register could not be read at start (%s): retrying", self.name, exc)
 
     async def progress_scope(self) -> str | None:
         """The transcript store's instance id: a ClickHouse created anew (or another node's own
@@ -168,14 +203,30 @@ class ClickHouseProjection(Processor):
         return f"clickhouse:{await self.store.instance_id()}"
 
     async def process(self, batch: Sequence[Record]) -> None:
-        decoded = messages(batch)
-        if not decoded:
+        tombstones = [decode_tombstone(r) for r in batch if is_deletion(r)]
+        decoded = messages([r for r in batch if not is_deletion(r)])
+        if not decoded and not tombstones:
             return
         await self._ensure_schema()
+        deleted = await self._deleted()
+        for tombstone in tombstones:
+            await self.store.delete_thread(*tombstone.scope, tombstone.up_to_seq, table=self.table)
+            deleted.add(tombstone)
+        decoded = [m for m in decoded if not deleted.deleted(m.environment, m.account_id, m.thread_id, m.seq)]
+        if not decoded:
+            return
         made = entries(decoded)
         prior = await self._context.prior(made)
         await self.store.insert(project(decoded, prior, made), table=self.table)
         self._context.remember(made)
+
+    async def _deleted(self) -> Tombstones:
+        """The known tombstones, loaded from the register first (a failure is retried by the runtime)."""
+        if self.deleted is None:
+            assert self._source is not None
+            self.deleted = Tombstones(await self._source.tombstones())
+            log.info("%s: %d deleted threads known", self.name, len(self.deleted))
+        return self.deleted
 
     async def stop(self) -> None:
         if self.close_store:

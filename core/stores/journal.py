@@ -8,6 +8,11 @@ Contract:
   returns the stored message again (idempotent retry); with different content it raises Conflict.
 - After another writer has opened the same journal, every call raises JournalFenced.
 - Storage errors raise JournalUnavailable; there is no fallback and no cache.
+- `delete_thread(thread)` deletes every message of the thread (rows and indexes) in one durable
+  write, serialized with the appends: every append acknowledged before it is deleted, every one
+  after it kept. Seqs are never reused (a later append gets a seq above every deleted one); the
+  thread's offsets start again at 0. Returns what it deleted (`core.stores.deletions`);
+  idempotent (nothing left: 0 messages).
 - `add_append_listener(listener)`: `listener()` is called after every append that wrote new
   messages, once they are durable and readable (what wakes the relay), and possibly after others
   (e.g. an idempotent retry); it must be quick and must not block.
@@ -19,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from core.journal.models import Message, NewMessage, ThreadRef
+from core.stores.deletions import JournalDeletion
 
 
 class Journal(Protocol):
@@ -42,6 +48,10 @@ class Journal(Protocol):
 
     async def last_seq(self) -> int:
         """The highest durable seq (0 when empty)."""
+        ...
+
+    async def delete_thread(self, thread: ThreadRef) -> JournalDeletion:
+        """Delete every message of `thread`; see the module contract."""
         ...
 
     async def get_cursor(self, name: str) -> int:

@@ -151,6 +151,14 @@ class TranscriptStore(Protocol):
         database dropped, its directory wiped). Creates it on first use. Raises
         TranscriptUnavailable on a transient failure."""
 
+    async def delete_thread(
+        self, environment: str, account_id: str, thread_id: str, up_to_seq: int, *, table: str | None = None
+    ) -> int:
+        """Delete the thread's rows with `seq <= up_to_seq` (a thread deletion's tombstone) from
+        `table` (None: the live one); durable when it returns. Returns the rows found (copies of
+        a row count each). Idempotent."""
+        ...
+
     async def insert(self, rows: Sequence[TranscriptRow], *, table: str | None = None) -> None:
         """Write `rows` (any order, duplicates allowed); returns once they are stored.
         `table`: a rebuild table from `create_rebuild_table` (default: the live table).

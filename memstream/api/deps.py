@@ -27,6 +27,7 @@ from core.memory.service import MemoryService
 from core.memory.tools import MemoryTools
 from core.stores.api_keys import ApiKeyStore
 from core.stores.journal import Journal
+from core.thread_deletion import ThreadDeletion
 from core.threads import ThreadService
 from core.transcripts.tools import JournalTools
 from core.turn_context import ContextReader
@@ -71,3 +72,5 @@ class ApiDeps:
     transcripts: JournalTools | None = None
     object_store: ObjectStoreProbe | None = None
     processors: ProcessorStatuses | None = None
+    deletions: ThreadDeletion | None = None
+    """Thread deletions (`DELETE /v1/threads/{id}`); without, the route is absent."""

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, WithJsonSchema
 from core.journal.models import Id, Message, NewMessage
 from core.memory.models import Category, MemoryEntry
 from core.memory.tools import ToolSpec
+from core.stores.deletions import DeletionRecord
 from core.threads import MAX_METADATA_BYTES, MAX_WINDOW_MESSAGES, Thread
 
 JsonObject = Annotated[
@@ -287,3 +288,44 @@ class EditResponse(BaseModel):
     entry: MemoryEntry
     changed: bool
     notes: list[str]
+
+
+class ThreadDeletionResponse(BaseModel):
+    """What `DELETE /v1/threads/{thread_id}` deleted where (`core.thread_deletion`)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "thread_id": "conv-2026-001",
+                    "deletion_id": 17,
+                    "requested_at": "2026-12-02T07:00:00Z",
+                    "completed_at": "2026-12-02T07:00:01Z",
+                    "up_to_seq": 1042,
+                    "deleted": {
+                        "thread": {"rows": 1},
+                        "journal": {"messages": 12, "up_to_seq": 1042},
+                        "event": {"topic": "journal.deletions", "clickhouse": "requested"},
+                    },
+                }
+            ]
+        }
+    )
+
+    thread_id: str
+    deletion_id: int
+    requested_at: datetime
+    completed_at: datetime | None
+    up_to_seq: int = Field(description="every message of the thread with seq <= this was deleted")
+    deleted: dict[str, Any] = Field(description="each store's report, by step (thread, journal, event, ...)")
+
+    @classmethod
+    def of(cls, record: DeletionRecord) -> ThreadDeletionResponse:
+        return cls(
+            thread_id=record.thread_id,
+            deletion_id=record.deletion_id,
+            requested_at=record.requested_at,
+            completed_at=record.completed_at,
+            up_to_seq=record.up_to_seq or 0,
+            deleted=dict(record.report),
+        )

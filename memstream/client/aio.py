@@ -26,6 +26,7 @@ from memstream.client.models import (
     MemoryPage,
     MessagesPage,
     Thread,
+    ThreadDeletion,
     ToolResult,
 )
 from memstream.client.retry import RetryPolicy, RetryState
@@ -124,6 +125,11 @@ class AsyncMemstreamClient:
         return await self._run(
             calls.put_thread(thread_id, agent_id=agent_id, user_id=user_id, metadata=metadata)
         )
+
+    async def delete_thread(self, thread_id: str) -> ThreadDeletion:
+        """Delete the thread everywhere (its messages, row, projections, state): what was deleted
+        where. Idempotent: again, the same report."""
+        return await self._run(calls.delete_thread(thread_id))
 
     async def get_thread(self, thread_id: str) -> Thread:
         return await self._run(calls.get_thread(thread_id))

@@ -5,7 +5,8 @@ of `memstream.client.retry` depend on it).
 Idempotence, per call: every GET; appends (every message carries a `message_id`: ids missing from
 the caller's messages are generated here, once, before the first attempt, so a retry sends the
 same ids and gets the same stored messages back); thread PUT and PATCH (a JSON Merge Patch applied
-twice merges to the same metadata); agent PUT; entry PATCH (sets fields); the tools
+twice merges to the same metadata); thread DELETE (a repeat answers the same report); agent
+PUT; entry PATCH (sets fields); the tools
 `memory_store` (storing again under a key replaces the entry with the same content),
 `memory_recall`, `journal_message_search`, `journal_tool_call_view` (reads) and `memory_forget`
 with an explicit `scope` (a repeat finds nothing to forget). Not idempotent: `memory_forget`
@@ -35,6 +36,7 @@ from memstream.client.models import (
     MessagesPage,
     NewMessage,
     Thread,
+    ThreadDeletion,
     ToolResult,
 )
 
@@ -141,6 +143,10 @@ def put_thread(
 
 def get_thread(thread_id: str) -> Call[Thread]:
     return Call("GET", f"/v1/threads/{_seg(thread_id)}", _model(Thread), True)
+
+
+def delete_thread(thread_id: str) -> Call[ThreadDeletion]:
+    return Call("DELETE", f"/v1/threads/{_seg(thread_id)}", _model(ThreadDeletion), True)
 
 
 def patch_thread(thread_id: str, metadata: Mapping[str, Any]) -> Call[Thread]:

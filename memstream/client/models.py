@@ -59,6 +59,17 @@ class Thread(_Result):
     created: bool = Field(default=False, description="client only: this PUT created the thread (201)")
 
 
+class ThreadDeletion(_Result):
+    """What deleting a thread deleted where (`ThreadDeletionResponse`)."""
+
+    thread_id: str
+    deletion_id: int
+    requested_at: datetime
+    completed_at: datetime | None
+    up_to_seq: int
+    deleted: dict[str, Any]
+
+
 class AppendResult(_Result):
     """The stored messages of an append, durable, with offsets and seqs (`AppendResponse`)."""
 

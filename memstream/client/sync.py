@@ -27,6 +27,7 @@ from memstream.client.models import (
     MemoryPage,
     MessagesPage,
     Thread,
+    ThreadDeletion,
     ToolResult,
 )
 from memstream.client.retry import RetryPolicy, RetryState
@@ -121,6 +122,11 @@ class MemstreamClient:
     ) -> Thread:
         """Create the thread (`created` True) or replace its metadata; agent and user never change."""
         return self._run(calls.put_thread(thread_id, agent_id=agent_id, user_id=user_id, metadata=metadata))
+
+    def delete_thread(self, thread_id: str) -> ThreadDeletion:
+        """Delete the thread everywhere (its messages, row, projections, state): what was deleted
+        where. Idempotent: again, the same report."""
+        return self._run(calls.delete_thread(thread_id))
 
     def get_thread(self, thread_id: str) -> Thread:
         return self._run(calls.get_thread(thread_id))

@@ -5,6 +5,10 @@ The journal numbers messages 1, 2, ... without gaps, so "complete" is a fact abo
 the broker's (unreliable) high watermark: a bitmap of the seqs inserted so far.
 
 Contract of `JournalReading.run(phase, table, lo, hi)`:
+- A row of a deleted message (`deleted`: the tombstones of the thread deletions, known before the
+  read) is never inserted (counted in `details["deleted"]`); the seqs deletions removed from the
+  journal are marked in `inserted` beforehand by the caller (`skip_deleted`), since the topic
+  may lack them (a republish from the journal does not have them).
 - Every record read is decoded with the projection's pure `processors.clickhouse_projection.decode`
   (an undecodable one is counted in `details["invalid"]` and skipped), given its context as the
   projection gives it (`processors.transcript_context.ThreadContext`: the rows written are the
@@ -30,6 +34,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from core.stores.deletions import SeqRanges, Tombstones
 from core.stores.transcripts import TranscriptRow, TranscriptStore
 from memstream.ops.rebuild_base import RebuildFailed, Reporter, Stall
 from memstream.ops.topic_reader import RecordSource
@@ -84,7 +89,15 @@ class JournalReading:
     details: dict[str, int]
     flush_every_s: float = FLUSH_EVERY_S
     inserted: SeqSet = field(default_factory=SeqSet)
+    deleted: Tombstones = field(default_factory=Tombstones)
     _context: ThreadContext | None = None
+
+    def skip_deleted(self, ranges: list[SeqRanges]) -> None:
+        """Count the seqs thread deletions removed from the journal as done: none will be inserted."""
+        for seqs in ranges:
+            for lo, hi in seqs:
+                for seq in range(lo, hi + 1):
+                    self.inserted.add(seq)
 
     async def run(self, phase: str, table: str | None, lo: int, hi: int) -> None:
         """Insert what the topic gives into `table` (None: the live one) until every seq lo..hi
@@ -106,6 +119,10 @@ class JournalReading:
                 except InvalidMessage as exc:
                     self.details["invalid"] += 1
                     log.warning("rebuild clickhouse: skipping %s: %s", record.position, exc)
+                    continue
+                if self.deleted.deleted(row.environment, row.account_id, row.thread_id, row.seq):
+                    self.details["deleted"] = self.details.get("deleted", 0) + 1
+                    self.inserted.add(row.seq)
                     continue
                 if not pending:
                     oldest = time.monotonic()

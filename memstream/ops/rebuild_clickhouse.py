@@ -20,6 +20,12 @@ rows read were inserted into it).
    inserted before the rebuild started whose message the new table no longer holds are deleted
    (`MessageVectorStore.prune`; a vector inserted after that is kept: its message may be one
    the live projection has not written into the new table yet).
+Deletions (`core.thread_deletion`): the tombstones and the deleted seqs are loaded from the
+register before reading, so no row of a deleted message enters the new table and the seqs the
+journal no longer has count as done. A deletion completed while the rebuild reads deleted its
+rows from the old table only: right after the swap, the register is read again and every
+tombstone not known at the start is applied to the new live table (and its seqs count as done for
+the catch-up); later deletions reach the new table through the live processor.
 Progress phases: `read`, `swap`, `catch-up`, `done`.
 """
 
@@ -27,11 +33,13 @@ from __future__ import annotations
 
 import time
 
+from core.stores.deletions import Tombstones
 from memstream.engines import Engines
 from memstream.ops.journal_reading import JournalReading
 from memstream.ops.progress import ProgressCallback
 from memstream.ops.rebuild_base import IDLE_TIMEOUT_S, RebuildFailed, RebuildReport, Reporter, quietly
 from memstream.ops.topic_reader import TopicReader
+from sinks.postgres.deletions import PostgresDeletions
 from streams.relays.journal import DEFAULT_CURSOR, JOURNAL_TOPIC
 
 
@@ -48,6 +56,9 @@ async def rebuild_clickhouse(
     journal = engines.journal
     if journal is None:
         raise RebuildFailed("rebuild clickhouse runs in the node (it needs the node's journal)")
+    if engines.pool is None:
+        raise RebuildFailed("rebuild clickhouse runs in the node (it needs the deletion register)")
+    register = PostgresDeletions(engines.pool)
     store = engines.transcripts()
     vectors = engines.message_vectors()
     started = time.monotonic()
@@ -62,8 +73,17 @@ async def rebuild_clickhouse(
         report=Reporter(progress),
         batch_size=batch_size,
         idle_timeout_s=idle_timeout_s,
-        details={"target_seq": target, "records": 0, "invalid": 0, "inserted": 0, "caught_up": 0},
+        details={
+            "target_seq": target,
+            "records": 0,
+            "invalid": 0,
+            "inserted": 0,
+            "caught_up": 0,
+            "deleted": 0,
+        },
+        deleted=Tombstones(await register.tombstones()),
     )
+    reading.skip_deleted(await register.deleted_seqs())
     table = await store.create_rebuild_table()
     try:
         try:
@@ -75,6 +95,10 @@ async def rebuild_clickhouse(
             await quietly(store.drop_table(table), f"dropping rebuild table {table}")
             raise
         reading.report("swap", 1, 1, force=True)
+        for tombstone in await register.tombstones():  # deleted while we read: from the old table only
+            if reading.deleted.add(tombstone):
+                await store.delete_thread(*tombstone.scope, tombstone.up_to_seq)
+        reading.skip_deleted(await register.deleted_seqs())
         # catch-up: what the live processor wrote into the old table between our read and the swap
         after = await journal.last_seq()
         reading.details["target_seq_after_swap"] = after

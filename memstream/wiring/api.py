@@ -4,6 +4,8 @@ and `build_memory_deps` (see `memstream.api.deps` for who opens and closes what)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import asyncpg
 
 from core.cached_agents import CachedAgents
@@ -24,6 +26,7 @@ from core.stores.journal import Journal
 from core.stores.vectors import VectorIndex
 from core.summaries.layered import CachedSummaryReader
 from core.summaries.models import SummaryHistory, SummaryReader
+from core.thread_deletion import DeletionStep, Publish, ThreadDeletion
 from core.threads import ThreadService, ThreadStore
 from core.transcripts.tools import JournalTools
 from core.turn_context import ContextReader
@@ -32,6 +35,7 @@ from sinks.objectstore.health import ObjectStoreProbe
 from sinks.objectstore.summaries import ObjectStoreSummaryReader
 from sinks.postgres.agents import PostgresAgents
 from sinks.postgres.api_keys import PostgresApiKeys
+from sinks.postgres.deletions import PostgresDeletions
 from sinks.postgres.invalidation import (
     AGENTS_CHANNEL,
     API_KEYS_CHANNEL,
@@ -78,6 +82,8 @@ def build_api_deps(
     transcripts: JournalTools | None = None,
     processors: ProcessorStatuses | None = None,
     invalidations: PostgresInvalidations | None = None,
+    publish_deletion: Publish | None = None,
+    deletion_steps: Sequence[DeletionStep] = (),
 ) -> ApiDeps:
     """The standard wiring: Postgres threads, summaries from `settings.object_store` (through the
     Redis cache `summary_cache`, else through one on `settings.redis` when `settings.redis_url` is
@@ -90,6 +96,8 @@ def build_api_deps(
     memory's pinned facts and summaries are looked up through caches fed by it
     (`core.cached_api_keys`, `core.cached_threads`, `core.cached_agents`, `core.cached_pinned`,
     `core.cached_summaries`; `settings.*_cache_ttl_s`); without, in Postgres (and Redis).
+    With `publish_deletion` (`streams.deletions.DeletionEvents.publish`), threads can be deleted
+    (`core.thread_deletion`, register in Postgres, then `deletion_steps`).
 
     Does no I/O (the object store and Redis clients connect lazily).
     """
@@ -128,6 +136,11 @@ def build_api_deps(
         cached_agents = CachedAgents(PostgresAgents(pool), ttl_s=settings.agent_cache_ttl_s)
         invalidations.subscribe(AGENTS_CHANNEL, cached_agents)
         agents = AgentService(cached_agents)
+    deletions = (
+        None
+        if publish_deletion is None
+        else ThreadDeletion(thread_store, journal, PostgresDeletions(pool), publish_deletion, deletion_steps)
+    )
     return ApiDeps(
         settings=settings,
         journal=journal,
@@ -141,4 +154,5 @@ def build_api_deps(
         transcripts=transcripts,
         object_store=ObjectStoreProbe.from_settings(settings),
         processors=processors,
+        deletions=deletions,
     )

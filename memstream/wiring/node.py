@@ -28,6 +28,7 @@ from core.memory.clock import utc_now
 from core.memory.hygiene import run_daily
 from core.metrics import REGISTRY
 from core.stores.transcripts import TranscriptUnavailable
+from core.thread_deletion import ThreadDeletion
 from core.transcripts.rerank import DenseRerank
 from core.transcripts.tools import JournalTools
 from memstream.api.app import create_app
@@ -60,6 +61,7 @@ from sinks.postgres.progress import PostgresProgress
 from sinks.redis.summary_cache import RedisSummaryCache
 from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
+from streams.deletions import DeletionEvents
 from streams.relays.journal import JOURNAL_TOPIC, Relay
 from streams.relays.memory_entries import EntriesOutboxRelay
 from streams.runtime.processor import group_id
@@ -89,6 +91,8 @@ class Node:
     invalidations: PostgresInvalidations
     figures: NodeFigures
     mcp: McpEndpoint
+    deletion_events: DeletionEvents
+    deletions: ThreadDeletion
 
     def tasks(self, stop: asyncio.Event) -> list[asyncio.Task[None]]:
         """Start every component except the API; each runs until `stop` is set (or it fails)."""
@@ -105,7 +109,19 @@ class Node:
             asyncio.create_task(self.invalidations.run(stop), name="cache-invalidation"),
             asyncio.create_task(self.figures.run(stop), name="metrics"),
             asyncio.create_task(self.mcp.run(stop), name="mcp"),
+            asyncio.create_task(self._resume_deletions(stop), name="thread-deletions"),
         ]
+
+    async def _resume_deletions(self, stop: asyncio.Event) -> None:
+        """Finish the thread deletions a crash left incomplete (`core.thread_deletion`), then wait
+        for `stop` (a node task ends only when the node stops)."""
+        try:
+            finished = await self.deletions.resume()
+            if finished:
+                log.info("finished %d interrupted thread deletion(s)", len(finished))
+        except Exception:
+            log.exception("the incomplete thread deletions could not be read; a repeated DELETE finishes one")
+        await stop.wait()
 
     async def close(self) -> None:
         """Write the recall counters still waiting, then close the relays' producers, the engines
@@ -115,6 +131,7 @@ class Node:
         await self.memory.recaller.counts.drain()
         await self.relay.close()
         await self.entries_relay.close()
+        self.deletion_events.close()
         await self.engines.close()
         await self.summary_cache.aclose()
 
@@ -181,6 +198,7 @@ async def build_node(
     )
     topic_sync.restart_consumers = ConsumerRestart(settings, supervisor, consumers_of)
     invalidations = PostgresInvalidations(pool)  # the API's caches' change feed (LISTEN)
+    deletion_events = DeletionEvents(settings)
     api_deps = build_api_deps(
         settings,
         journal,
@@ -190,7 +208,9 @@ async def build_node(
         transcripts=journal_tools,
         processors=supervisor,
         invalidations=invalidations,
+        publish_deletion=deletion_events.publish,
     )
+    assert api_deps.deletions is not None
     app = create_app(api_deps)
 
     async def relay_lag() -> int:
@@ -237,6 +257,8 @@ async def build_node(
         invalidations=invalidations,
         figures=figures,
         mcp=mcp,
+        deletion_events=deletion_events,
+        deletions=api_deps.deletions,
     )
 
 

@@ -40,10 +40,15 @@ def build_clickhouse_projection(settings: Settings, engines: Engines | None = No
     # imported on use (as in every builder below): it loads clickhouse-connect
     from processors.clickhouse_projection import ClickHouseProjection
     from sinks.clickhouse.factory import build_transcript_store
+    from sinks.postgres.deletions import OwnPoolDeletions, PostgresDeletions
 
+    if engines is not None and engines.pool is not None:
+        register = PostgresDeletions(engines.pool)
+        return ClickHouseProjection(engines.transcripts(), close_store=False, tombstones=register)
+    tombstones = OwnPoolDeletions(settings)
     if engines is not None:
-        return ClickHouseProjection(engines.transcripts(), close_store=False)
-    return ClickHouseProjection(build_transcript_store(settings))
+        return ClickHouseProjection(engines.transcripts(), close_store=False, tombstones=tombstones)
+    return ClickHouseProjection(build_transcript_store(settings), tombstones=tombstones)
 
 
 def build_transcript_vectors(settings: Settings, engines: Engines | None = None) -> TranscriptVectors:
@@ -248,7 +253,7 @@ def enabled(name: str, settings: Settings) -> bool:
 
 
 SOURCES: Mapping[str, tuple[str, ...]] = {
-    "clickhouse-projection": ("journal.messages",),
+    "clickhouse-projection": ("journal.messages", "journal.deletions"),
     "flush": ("compaction.requested",),
     "qdrant-projection": ("memory.entries",),
     "summarizer": ("compaction.flushed",),

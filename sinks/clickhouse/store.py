@@ -343,6 +343,26 @@ class ClickHouseTranscriptStore:
 
         await self._client.run("insert", call)
 
+    async def delete_thread(
+        self, environment: str, account_id: str, thread_id: str, up_to_seq: int, *, table: str | None = None
+    ) -> int:
+        params = {"e": environment, "a": account_id, "t": thread_id, "s": up_to_seq}
+        where = (
+            "environment = {e:String} AND account_id = {a:String} AND thread_id = {t:String} "
+            "AND seq <= {s:UInt64}"
+        )
+        name = self._table(table)
+
+        def call(client: Client) -> int:  # a lightweight DELETE, waited for (lightweight_deletes_sync)
+            found = int(
+                client.query(f"SELECT count() FROM {name} WHERE {where}", parameters=params).result_rows[0][0]
+            )
+            if found:
+                client.command(f"DELETE FROM {name} WHERE {where}", parameters=params)
+            return found
+
+        return await self._client.run("delete", call)
+
     # ------------------------------------------------------------------ reads
 
     async def previous_terms(

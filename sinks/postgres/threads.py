@@ -43,6 +43,13 @@ class PostgresThreadStore:
         )
         return None if row is None else _thread(row)
 
+    async def delete(self, environment: str, account_id: str, thread_id: str) -> bool:
+        """Delete the row (its NOTIFY evicts the nodes' cached copies: migration 0009)."""
+        status = await self._pool.execute(
+            f"DELETE FROM threads WHERE {_KEY}", environment, account_id, thread_id
+        )
+        return bool(status == "DELETE 1")
+
     async def upsert(
         self,
         environment: str,

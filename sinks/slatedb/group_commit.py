@@ -8,6 +8,8 @@ durable in order. After each group is durable, the listeners run (`add_listener`
 counters (next offset per thread, last seq) only advance after a group is durable; if a group
 fails, the counters are dropped and re-derived from storage on next use (the failed batch may
 still be in SlateDB's memtable, so offsets are never reused), and only that group's callers fail.
+A thread deletion (`delete_thread`, `sinks.slatedb.thread_delete`) is queued like an append and
+runs alone between two groups; it makes the caches forget what it deleted.
 The last durable messages are kept for the relay's reads (`read_recent`, `sinks.slatedb.recent`),
 the last of recently read threads for `last` (`windows`, `sinks.slatedb.windows`).
 
@@ -25,6 +27,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from slatedb.uniffi import Db, WriteBatch
 
@@ -32,9 +35,11 @@ from core.errors import Conflict, JournalUnavailable, MemstreamError
 from core.journal.append_rules import check_retry
 from core.journal.models import Message, NewMessage, ThreadRef
 from core.metrics import JOURNAL_APPEND_DURATION, JOURNAL_GROUP_MESSAGES, MESSAGES_APPENDED, child
+from core.stores.deletions import JournalDeletion
 from sinks.slatedb import keys
 from sinks.slatedb.binding import ALL, DURABLE_DESC, LATEST_DESC, get_all
 from sinks.slatedb.recent import RecentMessages
+from sinks.slatedb.thread_delete import plan_delete, read_seq_floor
 from sinks.slatedb.windows import ThreadWindows
 
 log = logging.getLogger("memstream.journal")
@@ -73,6 +78,12 @@ class _Request:
 
 
 @dataclass
+class _Delete:
+    thread: ThreadRef
+    future: asyncio.Future[JournalDeletion]
+
+
+@dataclass
 class _Plan:
     """What one group writes, and what each of its requests gets once that is durable."""
 
@@ -106,7 +117,7 @@ class GroupCommit:
         self._alloc_seq: int | None = None  # last seq allocated and durable; None: re-derive
         self._durable_seq = 0
         self._uncertain = False  # a failed batch may linger in the memtable
-        self._pending: list[_Request] = []
+        self._pending: list[_Request | _Delete] = []
         self._wake = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self._fenced = False
@@ -156,6 +167,15 @@ class GroupCommit:
         JOURNAL_APPEND_DURATION.observe(time.perf_counter() - started)
         return messages
 
+    async def delete_thread(self, thread: ThreadRef) -> JournalDeletion:
+        """Queue the deletion of every row of `thread` and wait until it is durable (module doc)."""
+        future: asyncio.Future[JournalDeletion] = asyncio.get_running_loop().create_future()
+        self._pending.append(_Delete(thread, future))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._run_writer(), name=f"journal-writer {self._url}")
+        self._wake.set()
+        return await future
+
     def fence(self) -> None:
         """Another writer took the journal: fail everything queued; the writer task ends."""
         self._fenced = True
@@ -186,6 +206,15 @@ class GroupCommit:
                     self._wake.clear()
                     await self._wake.wait()
                     continue
+                first = self._pending[0]
+                if isinstance(first, _Delete):
+                    del self._pending[0]
+                    try:
+                        await self._delete(first)
+                    except Exception as exc:  # a bug: fail this deletion, keep serving
+                        self._invalidate()
+                        _settle(first.future, exc)
+                    continue
                 group = self._take_group()
                 try:
                     await self._commit(group)
@@ -204,13 +233,41 @@ class GroupCommit:
         """Everything pending, up to MAX_GROUP_MESSAGES (always at least one request)."""
         count = size = 0
         for request in self._pending:
-            if size >= MAX_GROUP_MESSAGES:
+            if size >= MAX_GROUP_MESSAGES or isinstance(request, _Delete):
                 break
             size += len(request.items)
             count += 1
-        group = self._pending[:count]
+        group = [r for r in self._pending[:count] if isinstance(r, _Request)]
         del self._pending[:count]
         return [r for r in group if not r.future.done()]  # drop callers that were cancelled
+
+    async def _delete(self, request: _Delete) -> None:
+        """Delete a thread's rows in one durable batch with the seq floor (module doc)."""
+        if self._fenced:
+            _settle(request.future, self._fenced_error())
+            return
+        try:
+            with self._storage_errors("deleting a thread"):
+                if self._alloc_seq is None:
+                    self._alloc_seq = await self._scan_last_seq(durable_only=False)
+                doomed, deleted = await plan_delete(self._db, self._url, request.thread)
+                batch = WriteBatch()
+                for key in doomed:
+                    batch.delete(key)
+                batch.put(keys.SEQ_FLOOR_KEY, str(self._alloc_seq).encode("ascii"))
+                handle = await self._db.write(batch)
+                await asyncio.wait_for(handle.await_durable(), self.write_timeout_s)
+        except MemstreamError as exc:
+            self._invalidate()
+            _settle(request.future, exc)
+            if self._fenced:
+                self.fail_pending(self._fenced_error())
+            return
+        self._uncertain = False
+        self._next_offsets.pop(keys.thread_prefix(request.thread), None)
+        self._recent.clear()
+        self.windows.invalidate()
+        _settle(request.future, deleted)
 
     async def _commit(self, group: list[_Request]) -> None:
         if not group:
@@ -373,7 +430,7 @@ class GroupCommit:
         options = DURABLE_DESC if durable_only else LATEST_DESC
         iterator = await self._db.scan_prefix_with_options(keys.SEQ_PREFIX, ALL, options)
         newest = await iterator.next()
-        return 0 if newest is None else keys.seq_of(newest.key)
+        return max(0 if newest is None else keys.seq_of(newest.key), await read_seq_floor(self._db))
 
 
 def _existing(
@@ -410,7 +467,7 @@ def _count_written(written: list[tuple[Message, int]]) -> None:
         child(MESSAGES_APPENDED, environment, account).inc(n)
 
 
-def _settle(future: asyncio.Future[list[Message]], outcome: list[Message] | BaseException) -> None:
+def _settle(future: asyncio.Future[Any], outcome: object) -> None:
     if future.done():
         return
     if isinstance(outcome, BaseException):

@@ -34,6 +34,7 @@ from core.errors import JournalFenced, JournalUnavailable, MemstreamError
 from core.journal.append_rules import check_messages
 from core.journal.models import Message, NewMessage, ThreadRef
 from core.journal.tokens import count_tokens, message_text_size, message_token_count
+from core.stores.deletions import JournalDeletion
 from sinks.slatedb import keys
 from sinks.slatedb.binding import READ, is_fenced, speed_up_byte_copy
 from sinks.slatedb.group_commit import GroupCommit, Item, JournalStats
@@ -235,6 +236,15 @@ class SlateJournal:
         """The highest durable seq (0 when empty)."""
         self._check_usable()
         return self._commits.durable_seq
+
+    # ---- deletion ------------------------------------------------------------------------------
+
+    async def delete_thread(self, thread: ThreadRef) -> JournalDeletion:
+        """Delete every row of `thread` (and its seq and message-id index entries) durably; see
+        `core.stores.journal`. Idempotent: a thread without rows deletes nothing."""
+        self._check_usable()
+        keys.check_thread(thread)
+        return await self._commits.delete_thread(thread)
 
     # ---- cursors -------------------------------------------------------------------------------
 

@@ -10,6 +10,8 @@ never matches a longer id (thread `t1` does not match thread `t10`). Numbers are
     s/{seq:016x}                              ->  key of the message row (a pointer)
     i/{env}/{account}/{message_id}            ->  key of the message row (a pointer)
     c/{name}                                  ->  a named cursor, decimal ASCII
+    f/seq                                     ->  the seq floor: the highest seq allocated when a
+                                                  thread was last deleted, decimal ASCII
 
 Why the seq index and the message-id index hold pointers rather than copies of the message: the
 message body is written (and copied byte by byte through the Python binding) exactly once, so
@@ -37,6 +39,8 @@ MESSAGE_ROOT = b"m/"
 SEQ_PREFIX = b"s/"
 MESSAGE_ID_ROOT = b"i/"
 CURSOR_ROOT = b"c/"
+SEQ_FLOOR_KEY = b"f/seq"
+"""Seqs are never allocated at or below this (`sinks.slatedb.thread_delete`)."""
 
 _HEX_WIDTH = 16
 MAX_NUMBER = (1 << 64) - 1

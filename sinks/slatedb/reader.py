@@ -30,10 +30,12 @@ from slatedb.uniffi import Error as SlateError
 from core.config import S3Settings
 from core.errors import JournalReadOnly, JournalUnavailable, StoreUnavailable
 from core.journal.models import Message, NewMessage, ThreadRef
+from core.stores.deletions import JournalDeletion
 from sinks.slatedb import keys
 from sinks.slatedb.binding import ALL, DURABLE_DESC, READ, speed_up_byte_copy, take
 from sinks.slatedb.objectstore import build_object_store
 from sinks.slatedb.scans import check_count, check_offset, last_rows, messages_after, messages_from_seq
+from sinks.slatedb.thread_delete import read_seq_floor
 
 DEFAULT_POLL_INTERVAL_MS = 100
 """How often the reader looks for new durable writes (SlateDB's default is 10 s)."""
@@ -138,7 +140,8 @@ class SlateJournalReader:
         with self._storage_errors("reading the last seq"):
             iterator = await self._db.scan_prefix_with_options(keys.SEQ_PREFIX, ALL, DURABLE_DESC)
             rows = await take(iterator, 1)
-        return keys.seq_of(rows[0].key) if rows else 0
+            floor = await read_seq_floor(self._db)
+        return max(keys.seq_of(rows[0].key) if rows else 0, floor)
 
     async def get_cursor(self, name: str) -> int:
         """A named cursor as visible here; 0 when never set."""
@@ -173,6 +176,9 @@ class SlateJournalReader:
 
     async def set_cursor(self, name: str, seq: int) -> None:
         raise self._read_only("set_cursor")
+
+    async def delete_thread(self, thread: ThreadRef) -> JournalDeletion:
+        raise self._read_only("delete_thread")
 
     def add_append_listener(self, listener: Callable[[], None]) -> None:
         raise self._read_only("add_append_listener")

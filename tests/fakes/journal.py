@@ -6,7 +6,8 @@ ids unique within the call, valid Unicode, at most `max_message_bytes` encoded) 
 when anything is invalid; its messages get consecutive per-thread offsets and global seqs; a
 message id already stored for the (environment, account) returns the stored message when the
 thread, role, content, reasoning and tool call are the same, else raises Conflict (and nothing of
-the call is written). Every append is durable at once.
+the call is written). Every append is durable at once. `delete_thread` removes a thread's messages
+(seqs are never reused; the thread's offsets start again at 0).
 
 `fence()` makes every later call raise JournalFenced (another writer opened the journal); after
 `close()` every call raises JournalUnavailable.
@@ -14,6 +15,7 @@ the call is written). Every append is durable at once.
 
 from __future__ import annotations
 
+import bisect
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -23,6 +25,7 @@ from core.ids import ENVIRONMENT, ID
 from core.journal.append_rules import check_messages, check_retry
 from core.journal.models import Message, NewMessage, ThreadRef
 from core.journal.tokens import message_token_count
+from core.stores.deletions import JournalDeletion, seq_ranges
 
 MAX_NUMBER = (1 << 64) - 1
 
@@ -48,6 +51,7 @@ class InMemoryJournal:
         self.max_message_bytes = max_message_bytes
         self.threads: dict[ThreadKey, list[Message]] = {}
         self.by_seq: list[Message] = []
+        self._last_seq = 0
         self.cursors: dict[str, int] = {}
         self._ids: dict[tuple[str, str, str], Message] = {}
         self._fenced = False
@@ -100,7 +104,7 @@ class InMemoryJournal:
                 user_id=user_id,
                 thread_id=thread.thread_id,
                 offset=len(rows),
-                seq=len(self.by_seq) + 1,
+                seq=self._last_seq + 1,
                 role=new.role,
                 content=new.content,
                 reasoning=new.reasoning,
@@ -110,6 +114,7 @@ class InMemoryJournal:
             )
             rows.append(message)
             self.by_seq.append(message)
+            self._last_seq = message.seq
             self._ids[(thread.environment, thread.account_id, message.message_id)] = message
             result.append(message)
         if any(stored is None for stored in existing):
@@ -137,11 +142,21 @@ class InMemoryJournal:
         self._usable()
         _count(after_seq, "after_seq")
         _count(limit, "limit")
-        return self.by_seq[after_seq : after_seq + limit]
+        start = bisect.bisect_right(self.by_seq, after_seq, key=lambda m: m.seq)
+        return self.by_seq[start : start + limit]
 
     async def last_seq(self) -> int:
         self._usable()
-        return len(self.by_seq)
+        return self._last_seq
+
+    async def delete_thread(self, thread: ThreadRef) -> JournalDeletion:
+        self._usable()
+        gone = self.threads.pop(_thread_key(thread), [])
+        seqs = {m.seq for m in gone}
+        self.by_seq = [m for m in self.by_seq if m.seq not in seqs]
+        for message in gone:
+            self._ids.pop((thread.environment, thread.account_id, message.message_id), None)
+        return JournalDeletion(messages=len(gone), up_to_seq=max(seqs, default=0), seqs=seq_ranges(seqs))
 
     async def get_cursor(self, name: str) -> int:
         self._usable()

@@ -55,6 +55,9 @@ class InMemoryThreadStore:
         thread = self.threads.get((environment, account_id, thread_id))
         return None if thread is None else thread.model_copy(deep=True)
 
+    async def delete(self, environment: str, account_id: str, thread_id: str) -> bool:
+        return self.threads.pop((environment, account_id, thread_id), None) is not None
+
     async def list_threads(
         self,
         environment: str,

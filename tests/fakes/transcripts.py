@@ -88,6 +88,21 @@ class InMemoryTranscriptStore:
         self._table(table).extend(rows)
         self.inserts.append((table, list(rows)))
 
+    async def delete_thread(
+        self, environment: str, account_id: str, thread_id: str, up_to_seq: int, *, table: str | None = None
+    ) -> int:
+        rows = self._table(table)
+
+        def doomed(r: TranscriptRow) -> bool:
+            return (r.environment, r.account_id, r.thread_id) == (environment, account_id, thread_id) and (
+                r.seq <= up_to_seq
+            )
+
+        kept = [r for r in rows if not doomed(r)]
+        found = len(rows) - len(kept)
+        rows[:] = kept
+        return found
+
     async def previous_terms(
         self, before: Mapping[ThreadKey, int], *, table: str | None = None
     ) -> dict[ThreadKey, tuple[str, ...]]:

@@ -152,7 +152,7 @@ async def test_a_bad_record_is_rejected_before_anything_is_written() -> None:
 async def test_identity_batching_and_closing() -> None:
     store = InMemoryTranscriptStore()
     processor = ClickHouseProjection(store)
-    assert (processor.name, processor.source_topics) == (NAME, ("journal.messages",))
+    assert (processor.name, processor.source_topics) == (NAME, ("journal.messages", "journal.deletions"))
     assert processor.batch_size is not None and processor.batch_size >= 1000
     assert processor.batch_wait_s is not None and processor.batch_wait_s <= 0.5
     await processor.stop()

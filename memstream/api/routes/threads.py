@@ -1,5 +1,5 @@
 """`/v1/threads`: list (GET); `/v1/threads/{thread_id}`: create/replace (PUT), read (GET), merge
-metadata (PATCH)."""
+metadata (PATCH), delete everywhere (DELETE)."""
 
 from typing import Annotated
 
@@ -12,7 +12,13 @@ from memstream.api.deps import ApiDeps
 from memstream.api.errors import error_responses
 from memstream.api.request_guard import GuardedRoute
 from memstream.api.routes.params import ThreadIdPath
-from memstream.api.schemas import PatchThreadRequest, PutThreadRequest, ThreadResponse, ThreadsPage
+from memstream.api.schemas import (
+    PatchThreadRequest,
+    PutThreadRequest,
+    ThreadDeletionResponse,
+    ThreadResponse,
+    ThreadsPage,
+)
 from memstream.api.security import principal_dependency
 
 
@@ -91,5 +97,23 @@ def threads_router(deps: ApiDeps) -> APIRouter:
         """JSON Merge Patch of `metadata`: nested objects merge, `null` removes a key. The merged
         metadata must be valid (size, `config.max_working_memory_messages` 1..20) or nothing changes."""
         return ThreadResponse.of(await deps.threads.patch_metadata(caller, thread_id, body.metadata))
+
+    deletions = deps.deletions
+    if deletions is not None:
+
+        @router.delete(
+            "/{thread_id}",
+            response_model=ThreadDeletionResponse,
+            summary="Delete a thread everywhere",
+            responses=error_responses(401, 404, 422, 503),
+        )
+        async def delete_thread(thread_id: ThreadIdPath, caller: Caller) -> ThreadDeletionResponse:
+            """Deletes the thread's messages (journal and indexes), its row, and asks every projection
+            to drop them (`journal.deletions`: the transcript store's rows; a replay or rebuild never
+            brings them back), then the thread's other state. Answers what was deleted where.
+            Idempotent: again, it answers the same report (finishing first a deletion that was
+            interrupted). A thread id used again later is a new thread. 404 when the caller's
+            account has no such thread (and deleted none)."""
+            return ThreadDeletionResponse.of(await deletions.delete(caller, thread_id))
 
     return router

@@ -434,3 +434,51 @@ async def test_listeners_hear_of_every_append_that_wrote_once_it_is_readable(jou
     assert await journal.append(thread("t-listen"), "agent", None, [user("hi", "m1")]) == first
     await journal.append(thread("t-listen"), "agent", None, [user("again", "m2")])
     assert len(heard) > count  # every append that wrote is heard (a retry may be heard too)
+
+
+async def test_delete_thread_removes_its_messages_and_indexes_only(journal: Journal) -> None:
+    await journal.append(thread("t-del"), "a", None, [user("one", "m-1"), user("two", "m-2")])
+    await journal.append(thread("t-keep"), "a", None, [user("kept", "m-3")])
+    await journal.append(thread("t-del"), "a", None, [user("three", "m-4")])
+    deleted = await journal.delete_thread(thread("t-del"))
+    assert (deleted.messages, deleted.up_to_seq, deleted.seqs) == (3, 4, ((1, 2), (4, 4)))
+    assert await journal.last(thread("t-del"), 10) == []
+    assert await journal.after(thread("t-del"), -1) == []
+    assert [m.seq for m in await journal.read_from_seq(0, 10)] == [3]
+    assert (await journal.delete_thread(thread("t-del"))).messages == 0  # idempotent
+    # the message id is free again; the thread starts anew at offset 0 with a higher seq
+    again = await journal.append(thread("t-del"), "a", None, [user("one", "m-1")])
+    assert (again[0].offset, again[0].seq) == (0, 5)
+    assert [m.content for m in await journal.last(thread("t-keep"), 10)] == ["kept"]
+
+
+async def test_seqs_are_never_reused_after_deleting_the_newest(tmp_path: Path) -> None:
+    url = f"file://{tmp_path}/journal"
+    journal = await SlateJournal.open(url)
+    await journal.append(thread("t-a"), "a", None, [user("a")])
+    await journal.append(thread("t-b"), "a", None, [user("b1"), user("b2")])
+    await journal.last(thread("t-b"), 5)  # a kept window must forget the deleted messages
+    assert (await journal.delete_thread(thread("t-b"))).up_to_seq == 3
+    assert await journal.last(thread("t-b"), 5) == []
+    await journal.close()
+    reopened = await SlateJournal.open(url)
+    try:
+        assert await reopened.last_seq() == 3
+        (message,) = await reopened.append(thread("t-c"), "a", None, [user("c")])
+        assert message.seq == 4
+        assert [m.seq for m in await reopened.read_from_seq(0, 10)] == [1, 4]
+    finally:
+        await reopened.close()
+
+
+async def test_an_append_queued_behind_a_deletion_is_kept(tmp_path: Path) -> None:
+    journal = await SlateJournal.open(f"file://{tmp_path}/journal")
+    try:
+        await journal.append(thread("t-r"), "a", None, [user("before")])
+        deleting = asyncio.ensure_future(journal.delete_thread(thread("t-r")))
+        appending = asyncio.ensure_future(journal.append(thread("t-r"), "a", None, [user("after")]))
+        deleted, (kept,) = await asyncio.gather(deleting, appending)
+        assert deleted.up_to_seq == 1 and kept.seq == 2
+        assert [m.content for m in await journal.last(thread("t-r"), 5)] == ["after"]
+    finally:
+        await journal.close()

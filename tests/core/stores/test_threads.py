@@ -153,3 +153,12 @@ async def test_list_threads_pages_by_id_within_one_account_and_filters(store: Th
     assert await store.list_threads("prod", "nobody", limit=10) == []
     assert await store.agent_ids("prod", "acme") == ["a1", "a2"]
     assert await store.agent_ids("prod", "nobody") == []
+
+
+async def test_delete_removes_only_the_named_thread(store: ThreadStore) -> None:
+    await store.upsert("dev", "acc1", "t1", "agent", None, {})
+    await store.upsert("dev", "acc2", "t1", "agent", None, {})
+    assert await store.delete("dev", "acc1", "t1") is True
+    assert await store.get("dev", "acc1", "t1") is None
+    assert await store.get("dev", "acc2", "t1") is not None
+    assert await store.delete("dev", "acc1", "t1") is False

@@ -391,3 +391,22 @@ async def test_ensure_schema_is_idempotent(store: TranscriptStore) -> None:
     await store.insert([row("t1", 0, "kept")])
     await store.ensure_schema()
     assert await store.row_count() == 1
+
+
+async def test_delete_thread_removes_rows_up_to_the_tombstone_only(store: TranscriptStore) -> None:
+    await store.insert([row("t1", i, f"kiwi {i}", seq=10 + i) for i in range(3)])
+    await store.insert([row("t1", 0, "kiwi again", seq=20)])  # the thread used again: a later seq
+    await store.insert([row("t1", 0, "kiwi elsewhere", account_id="other", seq=11)])
+    await store.insert([row("t2", 0, "kiwi two", seq=12)])
+    table = await store.create_rebuild_table()
+    await store.insert([row("t1", 5, "kiwi rebuilt", seq=12)], table=table)
+    assert await store.delete_thread("test", "acct", "t1", 12) >= 3
+    assert await store.delete_thread("test", "acct", "t1", 12) == 0  # idempotent
+    assert sorted(h.content for h in await store.search(SCOPE, "kiwi", limit=50)) == [
+        "kiwi again",
+        "kiwi two",
+    ]
+    assert await store.row_count() == 3
+    assert await store.row_count(table=table) == 1  # another table is another table
+    assert await store.delete_thread("test", "acct", "t1", 12, table=table) == 1
+    assert await store.row_count(table=table) == 0

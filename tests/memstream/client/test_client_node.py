@@ -121,6 +121,22 @@ def test_every_method_against_a_real_node(node: tuple[str, str]) -> None:
         view = ms.journal_tool_call_view("bot", "call-7", in_thread="t-1", user_id="ada")
         assert view.result["content"] == TOOL_RESULT
 
+        # deleting the thread: everywhere, the transcript projection included; a repeat: same report
+        def ada_hits() -> int:
+            return int(
+                ms.journal_message_search("bot", "lighthouse", summarize=False, user_id="ada").result["count"]
+            )
+
+        assert ada_hits() >= 2
+        deleted = ms.delete_thread("t-1")
+        assert deleted.deleted["journal"] == {"messages": 4, "up_to_seq": deleted.up_to_seq}
+        assert ms.delete_thread("t-1") == deleted
+        with pytest.raises(NotFoundError):
+            ms.get_thread("t-1")
+        while ada_hits():
+            assert time.monotonic() < deadline + 60, "the projection kept the deleted messages"
+            time.sleep(0.5)
+
 
 def test_errors_are_typed_with_the_servers_code_status_and_field(node: tuple[str, str]) -> None:
     url, key = node

@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+import asyncpg
 import pytest
 
 from core.config import Settings
@@ -37,8 +38,8 @@ def ch_settings(transcript_settings: Settings) -> Settings:
 
 
 @pytest.fixture
-async def engines(ch_settings: Settings, journal: SlateJournal) -> AsyncIterator[Engines]:
-    built = Engines(ch_settings, journal=journal)
+async def engines(ch_settings: Settings, journal: SlateJournal, pool: asyncpg.Pool) -> AsyncIterator[Engines]:
+    built = Engines(ch_settings, journal=journal, pool=pool)
     await built.transcripts().ensure_schema()
     try:
         yield built

@@ -1,0 +1,169 @@
+"""The `thread_deletions` table (migration 0014) behind `core.stores.deletions.DeletionRegister`.
+
+SQL only. `open` relies on the partial unique index `thread_deletions_open` (one incomplete
+deletion per thread): a second, concurrent `open` of the same thread gets the same row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import asyncpg
+
+from core.config import Settings
+from core.stores.deletions import DeletionRecord, JournalDeletion, SeqRanges, Tombstone
+from sinks.postgres.pool import create_pool
+
+_COLUMNS = (
+    "deletion_id, environment, account_id, thread_id, agent_id, user_id, requested_at, up_to_seq, "
+    "seqs, report, completed_at"
+)
+
+
+def _ranges(value: Any) -> SeqRanges:
+    return tuple((int(lo), int(hi)) for lo, hi in value)
+
+
+def _record(row: Any) -> DeletionRecord:
+    return DeletionRecord(
+        deletion_id=row["deletion_id"],
+        environment=row["environment"],
+        account_id=row["account_id"],
+        thread_id=row["thread_id"],
+        agent_id=row["agent_id"],
+        user_id=row["user_id"],
+        requested_at=row["requested_at"],
+        up_to_seq=row["up_to_seq"],
+        seqs=None if row["seqs"] is None else _ranges(row["seqs"]),
+        report=row["report"],
+        completed_at=row["completed_at"],
+    )
+
+
+class PostgresDeletions:
+    """The register of thread deletions in PostgreSQL (module doc)."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def open(
+        self, environment: str, account_id: str, thread_id: str, agent_id: str | None, user_id: str | None
+    ) -> DeletionRecord:
+        scope = (environment, account_id, thread_id)
+        row = await self._pool.fetchrow(
+            f"""INSERT INTO thread_deletions (environment, account_id, thread_id, agent_id, user_id)
+                VALUES ($1, $2, $3, $4, $5)
+                ON CONFLICT (environment, account_id, thread_id) WHERE completed_at IS NULL DO NOTHING
+                RETURNING {_COLUMNS}""",
+            *scope,
+            agent_id,
+            user_id,
+        )
+        if row is None:  # an incomplete one exists
+            row = await self._pool.fetchrow(
+                f"""SELECT {_COLUMNS} FROM thread_deletions WHERE environment = $1 AND account_id = $2
+                    AND thread_id = $3 AND completed_at IS NULL""",
+                *scope,
+            )
+            if row is None:  # completed in between: start a new one
+                return await self.open(environment, account_id, thread_id, agent_id, user_id)
+        return _record(row)
+
+    async def latest(self, environment: str, account_id: str, thread_id: str) -> DeletionRecord | None:
+        row = await self._pool.fetchrow(
+            f"""SELECT {_COLUMNS} FROM thread_deletions WHERE environment = $1 AND account_id = $2
+                AND thread_id = $3 ORDER BY deletion_id DESC LIMIT 1""",
+            environment,
+            account_id,
+            thread_id,
+        )
+        return None if row is None else _record(row)
+
+    async def get(self, deletion_id: int) -> DeletionRecord | None:
+        row = await self._pool.fetchrow(
+            f"SELECT {_COLUMNS} FROM thread_deletions WHERE deletion_id = $1", deletion_id
+        )
+        return None if row is None else _record(row)
+
+    async def record_journal(self, deletion_id: int, deleted: JournalDeletion) -> DeletionRecord:
+        report = {"messages": deleted.messages, "up_to_seq": deleted.up_to_seq}
+        row = await self._pool.fetchrow(
+            f"""UPDATE thread_deletions
+                SET up_to_seq = COALESCE(up_to_seq, $2), seqs = COALESCE(seqs, $3::jsonb),
+                    report = CASE WHEN up_to_seq IS NULL
+                                  THEN report || jsonb_build_object('journal', $4::jsonb) ELSE report END
+                WHERE deletion_id = $1 RETURNING {_COLUMNS}""",
+            deletion_id,
+            deleted.up_to_seq,
+            [list(r) for r in deleted.seqs],
+            report,
+        )
+        return self._found(row, deletion_id)
+
+    async def record_step(self, deletion_id: int, step: str, report: Mapping[str, Any]) -> DeletionRecord:
+        row = await self._pool.fetchrow(
+            f"""UPDATE thread_deletions SET report = report || jsonb_build_object($2::text, $3::jsonb)
+                WHERE deletion_id = $1 RETURNING {_COLUMNS}""",
+            deletion_id,
+            step,
+            dict(report),
+        )
+        return self._found(row, deletion_id)
+
+    async def complete(self, deletion_id: int) -> DeletionRecord:
+        row = await self._pool.fetchrow(
+            f"""UPDATE thread_deletions SET completed_at = COALESCE(completed_at, now())
+                WHERE deletion_id = $1 RETURNING {_COLUMNS}""",
+            deletion_id,
+        )
+        return self._found(row, deletion_id)
+
+    async def incomplete(self) -> list[DeletionRecord]:
+        rows = await self._pool.fetch(
+            f"SELECT {_COLUMNS} FROM thread_deletions WHERE completed_at IS NULL ORDER BY deletion_id"
+        )
+        return [_record(row) for row in rows]
+
+    async def tombstones(self) -> list[Tombstone]:
+        rows = await self._pool.fetch(
+            """SELECT environment, account_id, thread_id, max(up_to_seq) AS up_to_seq
+               FROM thread_deletions WHERE up_to_seq IS NOT NULL
+               GROUP BY environment, account_id, thread_id"""
+        )
+        return [
+            Tombstone(row["environment"], row["account_id"], row["thread_id"], row["up_to_seq"])
+            for row in rows
+        ]
+
+    async def deleted_seqs(self) -> list[SeqRanges]:
+        rows = await self._pool.fetch("SELECT seqs FROM thread_deletions WHERE seqs IS NOT NULL")
+        return [_ranges(row["seqs"]) for row in rows]
+
+    @staticmethod
+    def _found(row: Any, deletion_id: int) -> DeletionRecord:
+        if row is None:
+            raise LookupError(f"no thread deletion {deletion_id}")
+        return _record(row)
+
+
+class OwnPoolDeletions:
+    """The register's tombstones read over a short-lived connection of its own (a
+    `core.stores.deletions.TombstoneSource` for a process without a Postgres pool)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._dsn = settings.postgres
+
+    async def tombstones(self) -> list[Tombstone]:
+        pool = await create_pool(self._dsn, min_size=1, max_size=1)
+        try:
+            return await PostgresDeletions(pool).tombstones()
+        finally:
+            await pool.close()
+
+    async def deleted_seqs(self) -> list[SeqRanges]:
+        pool = await create_pool(self._dsn, min_size=1, max_size=1)
+        try:
+            return await PostgresDeletions(pool).deleted_seqs()
+        finally:
+            await pool.close()
