@@ -29,6 +29,13 @@ class NotFound(MemstreamError):
     code = "not_found"
 
 
+class ThreadDeleted(NotFound):
+    """The journal messages asked for were deleted with their thread (`DELETE /v1/threads/{id}`):
+    waiting will not make them appear (a read-only journal view says so instead of timing out)."""
+
+    code = "thread_deleted"
+
+
 class Conflict(MemstreamError):
     """The request contradicts stored state (e.g. a message id reused with other content)."""
 

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from core.chat.base import ChatModel, ModelError, ModelRequestRejected, ModelUnsupported
-from core.errors import JournalUnavailable, MemstreamError
+from core.errors import JournalUnavailable, MemstreamError, ThreadDeleted
 from core.journal.models import Message
 from core.journal.reading import messages_between
 from core.stores.compactions import CompactionLedger
@@ -110,7 +110,12 @@ class RequestNotSatisfiable(MemstreamError):
     code = "compaction_request_not_satisfiable"
 
 
-FINAL: tuple[type[Exception], ...] = (ModelRequestRejected, ModelUnsupported, RequestNotSatisfiable)
+FINAL: tuple[type[Exception], ...] = (
+    ModelRequestRejected,
+    ModelUnsupported,
+    RequestNotSatisfiable,
+    ThreadDeleted,
+)
 """Failures retrying cannot fix: the request is dead-lettered at once."""
 
 

@@ -255,6 +255,8 @@ class GroupCommit:
                 for key in doomed:
                     batch.delete(key)
                 batch.put(keys.SEQ_FLOOR_KEY, str(self._alloc_seq).encode("ascii"))
+                if deleted.messages:
+                    batch.put(keys.deleted_key(request.thread), str(deleted.up_to_seq).encode("ascii"))
                 handle = await self._db.write(batch)
                 await asyncio.wait_for(handle.await_durable(), self.write_timeout_s)
         except MemstreamError as exc:

@@ -10,6 +10,7 @@ never matches a longer id (thread `t1` does not match thread `t10`). Numbers are
     s/{seq:016x}                              ->  key of the message row (a pointer)
     i/{env}/{account}/{message_id}            ->  key of the message row (a pointer)
     c/{name}                                  ->  a named cursor, decimal ASCII
+    x/{env}/{account}/{thread}                ->  the thread was deleted: the highest seq deleted
     f/seq                                     ->  the seq floor: the highest seq allocated when a
                                                   thread was last deleted, decimal ASCII
 
@@ -131,6 +132,11 @@ def message_id_key(environment: str, account_id: str, message_id: str) -> bytes:
         account_id.encode("ascii"),
         message_id.encode("ascii"),
     )
+
+
+def deleted_key(thread: ThreadRef) -> bytes:
+    """`x/{env}/{account}/{thread}`: the marker of a deleted thread (its last deletion's up_to_seq)."""
+    return b"x/" + thread_prefix(thread)[len(MESSAGE_ROOT) :].rstrip(b"/")
 
 
 def cursor_key(name: str) -> bytes:

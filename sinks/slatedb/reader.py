@@ -28,7 +28,7 @@ from slatedb.uniffi import DbReader, DbReaderBuilder, ReaderMode, ReaderOptions
 from slatedb.uniffi import Error as SlateError
 
 from core.config import S3Settings
-from core.errors import JournalReadOnly, JournalUnavailable, StoreUnavailable
+from core.errors import JournalReadOnly, JournalUnavailable, StoreUnavailable, ThreadDeleted
 from core.journal.models import Message, NewMessage, ThreadRef
 from core.stores.deletions import JournalDeletion
 from sinks.slatedb import keys
@@ -153,7 +153,9 @@ class SlateJournalReader:
 
     async def wait_visible(self, thread: ThreadRef, offset: int) -> None:
         """Return once the thread's message at `offset` is visible here (its writer made it
-        durable); StoreUnavailable after `visibility_timeout_s` (module doc)."""
+        durable); StoreUnavailable after `visibility_timeout_s` (module doc), or ThreadDeleted then
+        when the thread was deleted since (`DELETE /v1/threads/{id}`): a request for its messages
+        is stale, waiting longer would not help."""
         deadline = time.monotonic() + self._visibility_timeout_s
         while True:
             last = await self.last(thread, 1)
@@ -161,6 +163,13 @@ class SlateJournalReader:
                 return
             if time.monotonic() >= deadline:
                 seen = last[-1].offset if last else None
+                with self._storage_errors("reading a deletion marker"):
+                    marker = await self._db.get_with_options(keys.deleted_key(thread), READ)
+                if marker is not None:
+                    raise ThreadDeleted(
+                        f"journal at {self._url}: offset {offset} of thread {thread.thread_id} is not there: "
+                        f"the thread was deleted (up to seq {int(marker)}; it sees up to offset {seen})"
+                    )
                 raise StoreUnavailable(
                     f"journal at {self._url}: offset {offset} of thread {thread.thread_id} is not "
                     f"visible to this reader after {self._visibility_timeout_s} s (it sees up to {seen})"

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from core.chat.base import ModelRequestRejected, ModelUnavailable, ModelUnsupported
-from core.errors import JournalUnavailable
+from core.errors import JournalUnavailable, ThreadDeleted
 from core.summaries.models import Summary, SummaryUnavailable, SummaryWriteFailed
 from processors.summarizer import (
     Covered,
@@ -73,6 +73,7 @@ def test_the_next_summary_folds_the_messages_into_the_current_one() -> None:
         ModelRequestRejected("bad key", status=401),
         ModelUnsupported("no json"),
         RequestNotSatisfiable("beyond the journal"),
+        ThreadDeleted("the thread was deleted"),
     ],
 )
 def test_what_retrying_cannot_fix_is_final(error: Exception) -> None:

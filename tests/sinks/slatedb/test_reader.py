@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from core.errors import InvalidInput, JournalReadOnly, JournalUnavailable, StoreUnavailable
+from core.errors import InvalidInput, JournalReadOnly, JournalUnavailable, StoreUnavailable, ThreadDeleted
 from core.journal.reading import Follower, messages_between
 from sinks.slatedb.journal import SlateJournal
 from sinks.slatedb.reader import SlateJournalReader
@@ -61,6 +61,19 @@ async def test_the_wait_is_bounded_and_is_an_outage(journal: SlateJournal, journ
         await reader.wait_visible(thread(), 0)
         with pytest.raises(StoreUnavailable, match="offset 1 of thread t1 is not visible"):
             await messages_between(reader, thread(), after=-1, up_to=1)
+    finally:
+        await reader.close()
+
+
+async def test_a_wait_for_a_deleted_threads_messages_says_so(journal: SlateJournal, journal_url: str) -> None:
+    await journal.append(thread("gone"), "a", None, [user("one"), user("two")])
+    await journal.delete_thread(thread("gone"))
+    reader = await SlateJournalReader.open(journal_url, poll_interval_ms=20, visibility_timeout_s=0.3)
+    try:
+        with pytest.raises(ThreadDeleted, match="the thread was deleted"):
+            await messages_between(reader, thread("gone"), after=-1, up_to=1)
+        with pytest.raises(JournalReadOnly):
+            await reader.delete_thread(thread("gone"))
     finally:
         await reader.close()
 
