@@ -35,6 +35,7 @@ from memstream.api.app import create_app
 from memstream.api.deps import MemoryDeps
 from memstream.api.routes.admin import AdminDeps, Rebuilder, admin_router
 from memstream.api.routes.metrics import metrics_router
+from memstream.deletion_steps import deletion_steps
 from memstream.engines import Engines
 from memstream.fencing import watch_fence
 from memstream.mcp_server.http import MOUNT_PATH, McpEndpoint
@@ -51,14 +52,17 @@ from memstream.wiring.processors import (
     create_processor,
     enabled,
     node_processor_names,
+    threshold_store,
 )
 from processors.compaction_recovery import CompactionRecovery
 from sinks.objectstore.health import ObjectStoreProbe
-from sinks.postgres.compactions import compaction_totals
+from sinks.objectstore.summaries import ObjectStoreSummaryWriter
+from sinks.postgres.compactions import PostgresCompactions, compaction_totals
 from sinks.postgres.invalidation import PostgresInvalidations
 from sinks.postgres.outbox import PostgresEntriesOutbox
 from sinks.postgres.progress import PostgresProgress
 from sinks.redis.summary_cache import RedisSummaryCache
+from sinks.redis.thresholds import RedisThresholdStore
 from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.deletions import DeletionEvents
@@ -93,6 +97,7 @@ class Node:
     mcp: McpEndpoint
     deletion_events: DeletionEvents
     deletions: ThreadDeletion
+    deletion_thresholds: RedisThresholdStore
 
     def tasks(self, stop: asyncio.Event) -> list[asyncio.Task[None]]:
         """Start every component except the API; each runs until `stop` is set (or it fails)."""
@@ -132,6 +137,7 @@ class Node:
         await self.relay.close()
         await self.entries_relay.close()
         self.deletion_events.close()
+        await self.deletion_thresholds.aclose()
         await self.engines.close()
         await self.summary_cache.aclose()
 
@@ -199,6 +205,11 @@ async def build_node(
     topic_sync.restart_consumers = ConsumerRestart(settings, supervisor, consumers_of)
     invalidations = PostgresInvalidations(pool)  # the API's caches' change feed (LISTEN)
     deletion_events = DeletionEvents(settings)
+    deletion_thresholds = threshold_store(settings)  # its own Redis client, closed by `close`
+    compactions = PostgresCompactions(pool)
+    steps = deletion_steps(
+        ObjectStoreSummaryWriter.from_settings(settings), deletion_thresholds, compactions, summary_cache
+    )
     api_deps = build_api_deps(
         settings,
         journal,
@@ -209,6 +220,7 @@ async def build_node(
         processors=supervisor,
         invalidations=invalidations,
         publish_deletion=deletion_events.publish,
+        deletion_steps=steps,
     )
     assert api_deps.deletions is not None
     app = create_app(api_deps)
@@ -259,6 +271,7 @@ async def build_node(
         mcp=mcp,
         deletion_events=deletion_events,
         deletions=api_deps.deletions,
+        deletion_thresholds=deletion_thresholds,
     )
 
 

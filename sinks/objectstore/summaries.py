@@ -50,6 +50,7 @@ latency path of every turn's context.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from dataclasses import dataclass
@@ -269,6 +270,17 @@ class ObjectStoreSummaryWriter(ObjectStoreSummaryReader):
     @classmethod
     def from_settings(cls, settings: Settings) -> ObjectStoreSummaryWriter:
         return cls(open_object_store(settings.object_store, settings.s3))
+
+    async def delete_thread(self, thread: ThreadRef, agent_id: str) -> int:
+        """Delete every object of the agent's summaries of `thread` (the pointer and every version: a
+        thread deletion); the count deleted. Idempotent."""
+        keys = _Keys.of(thread, agent_id)
+        listing = await obstore.list_with_delimiter_async(self._store, keys.folder)
+        paths = [o["path"] for o in listing["objects"]]
+        for path in paths:
+            with contextlib.suppress(FileNotFoundError):
+                await obstore.delete_async(self._store, path)
+        return len(paths)
 
     async def current(self, thread: ThreadRef, agent_id: str) -> Summary | None:
         keys = _Keys.of(thread, agent_id)

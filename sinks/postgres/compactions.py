@@ -49,6 +49,28 @@ class PostgresCompactions:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
+    async def agents_of(self, environment: str, account_id: str, thread_id: str) -> list[str]:
+        """The agents with a row for the thread (a thread deletion reaches their summaries)."""
+        rows = await self._pool.fetch(
+            "SELECT agent_id FROM thread_compactions WHERE environment = $1 AND account_id = $2 "
+            "AND thread_id = $3 ORDER BY agent_id",
+            environment,
+            account_id,
+            thread_id,
+        )
+        return [row["agent_id"] for row in rows]
+
+    async def forget_thread(self, environment: str, account_id: str, thread_id: str) -> int:
+        """Delete the thread's rows (a thread deletion; their NOTIFY evicts the nodes' cached
+        summaries: migration 0011); the rows deleted."""
+        status = await self._pool.execute(
+            "DELETE FROM thread_compactions WHERE environment = $1 AND account_id = $2 AND thread_id = $3",
+            environment,
+            account_id,
+            thread_id,
+        )
+        return int(status.split()[-1])
+
     async def record_requests(self, requests: Sequence[tuple[ThreadScope, Mapping[str, Any]]]) -> None:
         """Record each `compaction.requested` value (its `to_offset`) as its thread's request in
         flight, unless a request with a larger `to_offset` is already in flight. A crossing at or

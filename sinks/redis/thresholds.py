@@ -327,6 +327,10 @@ class RedisThresholdStore:
             raise ValueError(f"from_offset must be >= 0, not {from_offset}")
         await self._reset(keys=[self.state_key(scope)], args=[from_offset])
 
+    async def forget(self, scope: ThreadScope) -> int:
+        """Delete the thread's counters and guard (a thread deletion); the keys deleted."""
+        return int(await self.client.delete(self.state_key(scope), self.guard_key(scope)))
+
     async def counters(self, scope: ThreadScope) -> dict[str, int] | None:
         """The thread's state hash as integers (None when absent): for tests and operators."""
         raw = await self.client.hgetall(self.state_key(scope))

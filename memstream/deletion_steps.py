@@ -1,0 +1,100 @@
+"""The further steps of a thread deletion (`core.thread_deletion.DeletionStep`), over the node's
+adapters, in the order the node runs them (`deletion_steps`):
+
+- `summaries`: every summary object of the thread (the pointer and every version, for each agent
+  of the thread: its row's agent and those with compaction state) and the Redis summary cache;
+- `redis`: the threshold counters and guard of each of those agents;
+- `compactions`: the thread's `thread_compactions` rows (the compaction ledger and the summary
+  version mark; their NOTIFY evicts every node's cached summaries). Last, because the earlier
+  steps find the thread's agents there.
+
+Each is idempotent: run again after a crash, it deletes what is left and reports that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from core.journal.models import ThreadRef
+from core.stores.deletions import DeletionRecord
+from core.stores.thresholds import ThreadScope
+from core.thread_deletion import DeletionStep
+from sinks.objectstore.summaries import ObjectStoreSummaryWriter
+from sinks.postgres.compactions import PostgresCompactions
+from sinks.redis.summary_cache import RedisSummaryCache
+from sinks.redis.thresholds import RedisThresholdStore
+
+
+async def _agents(record: DeletionRecord, compactions: PostgresCompactions) -> list[str]:
+    found = set(await compactions.agents_of(record.environment, record.account_id, record.thread_id))
+    if record.agent_id is not None:
+        found.add(record.agent_id)
+    return sorted(found)
+
+
+def _ref(record: DeletionRecord) -> ThreadRef:
+    return ThreadRef(environment=record.environment, account_id=record.account_id, thread_id=record.thread_id)
+
+
+class SummariesStep:
+    name = "summaries"
+
+    def __init__(
+        self,
+        writer: ObjectStoreSummaryWriter,
+        compactions: PostgresCompactions,
+        cache: RedisSummaryCache | None = None,
+    ) -> None:
+        self.writer = writer
+        self.compactions = compactions
+        self.cache = cache
+
+    async def run(self, record: DeletionRecord) -> Mapping[str, Any]:
+        agents = await _agents(record, self.compactions)
+        objects = 0
+        for agent_id in agents:
+            objects += await self.writer.delete_thread(_ref(record), agent_id)
+            if self.cache is not None:
+                await self.cache.invalidate(_ref(record), agent_id)
+        return {"objects": objects, "agents": agents}
+
+
+class RedisStep:
+    name = "redis"
+
+    def __init__(self, thresholds: RedisThresholdStore, compactions: PostgresCompactions) -> None:
+        self.thresholds = thresholds
+        self.compactions = compactions
+
+    async def run(self, record: DeletionRecord) -> Mapping[str, Any]:
+        keys = 0
+        for agent_id in await _agents(record, self.compactions):
+            scope = ThreadScope(record.environment, record.account_id, agent_id, record.thread_id)
+            keys += await self.thresholds.forget(scope)
+        return {"keys": keys}
+
+
+class CompactionsStep:
+    name = "compactions"
+
+    def __init__(self, compactions: PostgresCompactions) -> None:
+        self.compactions = compactions
+
+    async def run(self, record: DeletionRecord) -> Mapping[str, Any]:
+        rows = await self.compactions.forget_thread(record.environment, record.account_id, record.thread_id)
+        return {"rows": rows}
+
+
+def deletion_steps(
+    writer: ObjectStoreSummaryWriter,
+    thresholds: RedisThresholdStore,
+    compactions: PostgresCompactions,
+    cache: RedisSummaryCache | None = None,
+) -> list[DeletionStep]:
+    """The steps in the order a deletion runs them (module doc)."""
+    return [
+        SummariesStep(writer, compactions, cache),
+        RedisStep(thresholds, compactions),
+        CompactionsStep(compactions),
+    ]
