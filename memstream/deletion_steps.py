@@ -4,6 +4,10 @@ adapters, in the order the node runs them (`deletion_steps`):
 - `summaries`: every summary object of the thread (the pointer and every version, for each agent
   of the thread: its row's agent and those with compaction state) and the Redis summary cache;
 - `redis`: the threshold counters and guard of each of those agents;
+- `memory`: the agent-memory entries whose provenance is the thread (`source.thread_id`: the
+  facts the flush extracted from it), through the memory service (one transaction with a tombstone
+  each in the outbox, so the Qdrant projection drops them; pinned-fact caches evicted by NOTIFY),
+  and their quarantine rows;
 - `compactions`: the thread's `thread_compactions` rows (the compaction ledger and the summary
   version mark; their NOTIFY evicts every node's cached summaries). Last, because the earlier
   steps find the thread's agents there.
@@ -17,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.journal.models import ThreadRef
+from core.memory.service import MemoryService
 from core.stores.deletions import DeletionRecord
 from core.stores.thresholds import ThreadScope
 from core.thread_deletion import DeletionStep
@@ -75,6 +80,19 @@ class RedisStep:
         return {"keys": keys}
 
 
+class MemoryStep:
+    name = "memory"
+
+    def __init__(self, service: MemoryService) -> None:
+        self.service = service
+
+    async def run(self, record: DeletionRecord) -> Mapping[str, Any]:
+        entries, quarantined = await self.service.forget_thread(
+            record.environment, record.account_id, record.thread_id
+        )
+        return {"entries": entries, "quarantined": quarantined}
+
+
 class CompactionsStep:
     name = "compactions"
 
@@ -90,11 +108,13 @@ def deletion_steps(
     writer: ObjectStoreSummaryWriter,
     thresholds: RedisThresholdStore,
     compactions: PostgresCompactions,
+    memory: MemoryService,
     cache: RedisSummaryCache | None = None,
 ) -> list[DeletionStep]:
     """The steps in the order a deletion runs them (module doc)."""
     return [
         SummariesStep(writer, compactions, cache),
         RedisStep(thresholds, compactions),
+        MemoryStep(memory),
         CompactionsStep(compactions),
     ]

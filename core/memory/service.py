@@ -395,6 +395,16 @@ class MemoryService(MemoryReads):
             if len(gone) < batch_size:
                 return total
 
+    async def forget_thread(self, environment: str, account_id: str, thread_id: str) -> tuple[int, int]:
+        """Delete every entry of the account whose provenance is the thread (`source.thread_id`:
+        what the flush extracted from it), and its quarantined ones, in one transaction with a
+        tombstone each in the outbox (the index drops them); returns (entries, quarantine rows)."""
+        async with self._store.transaction() as tx:
+            gone, quarantined = await tx.delete_from_thread(environment, account_id, thread_id)
+            await tx.publish(gone)
+        self._changed(gone)
+        return len(gone), quarantined
+
     async def decay(self, now: datetime | None = None, *, batch_size: int = HYGIENE_BATCH) -> int:
         """Lower importance by DECAY_STEP (floor DECAY_FLOOR) of live project_fact/observation entries
         (all tenants) not recalled in DECAY_AFTER_DAYS (never recalled: since creation) and not

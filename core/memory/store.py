@@ -90,6 +90,14 @@ class MemoryWrites(Protocol):
         """Delete up to `limit` entries (all tenants) with expires_at <= now; returns them."""
         ...
 
+    async def delete_from_thread(
+        self, environment: str, account_id: str, thread_id: str
+    ) -> tuple[list[MemoryEntry], int]:
+        """Delete every entry of the account (every agent and user) whose provenance is the thread
+        (`source.thread_id`), and the quarantined ones (a thread deletion); returns the entries
+        deleted and the quarantine rows deleted."""
+        ...
+
     async def decay(
         self,
         now: datetime,

@@ -208,7 +208,11 @@ async def build_node(
     deletion_thresholds = threshold_store(settings)  # its own Redis client, closed by `close`
     compactions = PostgresCompactions(pool)
     steps = deletion_steps(
-        ObjectStoreSummaryWriter.from_settings(settings), deletion_thresholds, compactions, summary_cache
+        ObjectStoreSummaryWriter.from_settings(settings),
+        deletion_thresholds,
+        compactions,
+        memory.service,
+        summary_cache,
     )
     api_deps = build_api_deps(
         settings,

@@ -199,6 +199,17 @@ class MemoryWriteTx:
         )
         return [entry_row(row).entry for row in rows]
 
+    async def delete_from_thread(
+        self, environment: str, account_id: str, thread_id: str
+    ) -> tuple[list[MemoryEntry], int]:
+        scope = (environment, account_id, thread_id)
+        where = "environment = $1 AND account_id = $2 AND source->>'thread_id' = $3"
+        rows = await self.conn.fetch(
+            f"DELETE FROM memory_entries WHERE {where} RETURNING {ENTRY_COLUMNS}", *scope
+        )
+        status = await self.conn.execute(f"DELETE FROM memory_quarantine WHERE {where}", *scope)
+        return [entry_row(row).entry for row in rows], int(status.split()[-1])
+
     async def decay(
         self,
         now: datetime,

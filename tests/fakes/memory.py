@@ -189,6 +189,20 @@ class InMemoryMemoryWrites:
             await self.delete(entry.entry_id)
         return expired
 
+    async def delete_from_thread(
+        self, environment: str, account_id: str, thread_id: str
+    ) -> tuple[list[MemoryEntry], int]:
+        gone = [
+            s.entry
+            for s in self.state.entries.values()
+            if (s.entry.environment, s.entry.account_id) == (environment, account_id)
+            and s.entry.source is not None
+            and s.entry.source.thread_id == thread_id
+        ]
+        for entry in gone:
+            await self.delete(entry.entry_id)
+        return gone, 0
+
     async def decay(
         self,
         now: datetime,

@@ -1,6 +1,7 @@
 """A thread deletion's further steps (`memstream.deletion_steps`) on the real stores: summary objects
-(every version) in a local object store, Redis threshold state and the summary cache, Postgres
-compaction rows; and a deletion interrupted between two steps (an injected crash) finished by
+(every version) in a local object store, Redis threshold state and the summary cache, agent-memory
+entries whose provenance is the thread (a tombstone each in the outbox), Postgres compaction rows;
+and a deletion interrupted between two steps (an injected crash) finished by
 `resume`, as the node does at start."""
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import pytest
 
 from core.auth import Principal
 from core.journal.models import NewMessage, ThreadRef
+from core.memory.models import MemoryScope, Provenance
+from core.memory.service import MemoryService
 from core.stores.deletions import DeletionRecord, Tombstone
 from core.stores.thresholds import ThreadScope
 from core.thread_deletion import ThreadDeletion
@@ -21,6 +24,7 @@ from memstream.deletion_steps import CompactionsStep, deletion_steps
 from sinks.objectstore.summaries import ObjectStoreSummaryWriter, open_object_store
 from sinks.postgres.compactions import PostgresCompactions
 from sinks.postgres.deletions import PostgresDeletions
+from sinks.postgres.memory import PostgresMemoryStore
 from sinks.postgres.threads import PostgresThreadStore
 from sinks.redis.client import redis_client
 from sinks.redis.summary_cache import RedisSummaryCache
@@ -71,6 +75,8 @@ async def test_every_store_of_the_thread_is_reached_and_a_crash_midway_is_resume
     writer = ObjectStoreSummaryWriter(open_object_store(f"file://{tmp_path}/summaries"))
     compactions = PostgresCompactions(pool)
     threads = PostgresThreadStore(pool)
+    memory = MemoryService(PostgresMemoryStore(pool))
+    ada = MemoryScope(environment="test", account_id="acme", agent_id="bot", user_id="ada")
     for ref in (REF, KEPT):
         await threads.upsert("test", "acme", ref.thread_id, "bot", None, {})
         await journal.append(ref, "bot", None, [NewMessage(role="user", content="hi")])
@@ -81,18 +87,31 @@ async def test_every_store_of_the_thread_is_reached_and_a_crash_midway_is_resume
         await writer.write(ref, "bot", make(2), expected_version=1)
         await cache.put(ref, "bot", make(2))
         await compactions.record_crossings({scope: 0})
+        await memory.store(
+            ada,
+            f"fact.{ref.thread_id}",
+            f"Ada said so in {ref.thread_id}.",
+            "project_fact",
+            scope_visibility="private",
+            source=Provenance(thread_id=ref.thread_id),
+        )
+    await memory.store(ada, "fact.none", "Told without a thread.", "project_fact", scope_visibility="private")
+    outbox_before = await pool.fetchval("SELECT count(*) FROM memory_outbox")
     published: list[Tombstone] = []
 
     async def publish(deletion_id: int, tombstone: Tombstone, _: object) -> None:
         published.append(tombstone)
 
-    steps = deletion_steps(writer, thresholds, compactions, cache)
+    steps = deletion_steps(writer, thresholds, compactions, memory, cache)
     steps[-1] = Crashing(compactions)
     deletions = ThreadDeletion(threads, journal, PostgresDeletions(pool), publish, steps)
     with pytest.raises(ConnectionResetError):
         await deletions.delete(ACME, "t1")
     (left,) = await PostgresDeletions(pool).incomplete()
-    assert set(left.report) == {"thread", "journal", "event", "summaries", "redis"}
+    assert set(left.report) == {"thread", "journal", "event", "summaries", "redis", "memory"}
+    assert left.report["memory"] == {"entries": 1, "quarantined": 0}
+    tombstones = await pool.fetch("SELECT record_key, value FROM memory_outbox WHERE seq > $1", outbox_before)
+    assert [r["value"] for r in tombstones] == [None]  # the tombstone the Qdrant projection applies
     assert left.report["summaries"] == {"objects": 3, "agents": ["bot"]}  # pointer + 2 versions
     assert left.report["redis"] == {"keys": 2}  # counters and guard
 
@@ -108,4 +127,6 @@ async def test_every_store_of_the_thread_is_reached_and_a_crash_midway_is_resume
     assert await cache.get(KEPT, "bot") == kept
     assert await thresholds.counters(ThreadScope("test", "acme", "bot", "t2")) is not None
     assert await compactions.agents_of("test", "acme", "t2") == ["bot"]
+    left_entries = sorted(e.key for e in (await memory.list(ada, limit=10)).entries)
+    assert left_entries == ["fact.none", "fact.t2"]
     assert await deletions.delete(ACME, "t1") == done  # again: the same report

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from core.memory.models import EntryEvent, MemoryEntry, entry_key
+from core.memory.models import EntryEvent, MemoryEntry, Provenance, entry_key
 from core.memory.store import MemoryStore, MemoryWrites, Scope, StoredEntry
 from sinks.postgres.memory import PostgresMemoryStore
 from tests.fakes.memory import InMemoryMemoryStore
@@ -381,3 +381,22 @@ async def test_hygiene_expires_due_entries_and_decays_idle_ones(subject: Subject
     for stored in (recalled, profile, floor):  # recalled lately, never decayed, at the floor
         current = await store.get(ALICE, uuid.UUID(stored.entry.entry_id), now=now, include_expired=False)
         assert current == stored
+
+
+async def test_delete_from_thread_takes_the_entries_of_that_thread_only(subject: Subject) -> None:
+    mine = entry(
+        source=Provenance(thread_id="t1", message_ids=("m1",)), user_id="alice", visibility="private"
+    )
+    shared = entry(source=Provenance(thread_id="t1"))
+    other_thread = entry(source=Provenance(thread_id="t10"))
+    no_source = entry()
+    other_account = entry(source=Provenance(thread_id="t1"), account_id="other")
+    await insert(subject.store, mine, shared, other_thread, no_source, other_account)
+    async with subject.store.transaction() as tx:
+        gone, quarantined = await tx.delete_from_thread("test", "acme", "t1")
+    assert sorted(e.entry_id for e in gone) == sorted([mine.entry_id, shared.entry_id])
+    assert quarantined == 0
+    left = await listed(subject.store, ALICE) + await listed(
+        subject.store, Scope("test", "other", "bot", None)
+    )
+    assert sorted(ids(left)) == sorted([other_thread.entry_id, no_source.entry_id, other_account.entry_id])
