@@ -159,6 +159,13 @@ class TranscriptStore(Protocol):
         a row count each). Idempotent."""
         ...
 
+    async def count_thread_rows(
+        self, environment: str, account_id: str, thread_id: str, up_to_seq: int
+    ) -> int:
+        """The live table's rows of the thread with `seq <= up_to_seq` (copies count each): what a
+        deletion's tombstone should have left none of. Operator read (`memstream verify`)."""
+        ...
+
     async def insert(self, rows: Sequence[TranscriptRow], *, table: str | None = None) -> None:
         """Write `rows` (any order, duplicates allowed); returns once they are stored.
         `table`: a rebuild table from `create_rebuild_table` (default: the live table).

@@ -267,6 +267,13 @@ def verify(settle_s: float, as_json: bool, node_url: str | None) -> None:
                 click.echo(line)
         else:
             click.echo("the projection matches the journal")
+        for name in report.get("incomplete_deletions", []):
+            click.echo(f"thread deletion {name} is not complete (the node finishes it at start)")
+        for left in report.get("deletion_leftovers", []):
+            click.echo(
+                f"deleted thread {left['account_id']}/{left['thread_id']} (up to seq {left['up_to_seq']}) "
+                f"still has {left['journal']} journal message(s) and {left['projection']} projection row(s)"
+            )
     sys.exit(0 if report["ok"] else 1)
 
 

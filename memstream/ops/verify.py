@@ -12,7 +12,10 @@ Runs in the node (it owns the journal and the chdb data path). Steps:
    projection has.
 4. While defects or pending messages remain, wait up to `settle_s` (re-reading the relay cursor
    and the projection every `poll_s`): the projection processor may simply be behind.
-`VerifyReport.ok` is True when no defect remains (pending messages alone are not a defect).
+5. With the deletion register: what completed thread deletions left behind in the journal or the
+   projection, and the deletions not completed (`memstream.ops.verify_deletions`).
+`VerifyReport.ok` is True when no defect remains (pending messages alone are not a defect; a
+deletion's leftover or an incomplete deletion is).
 
 Threads whose account or thread id is no longer a valid id (accepted before ids were matched in
 full, e.g. one ending in a line feed: `core.ids.check_stored_id`) are counted like any other
@@ -33,9 +36,11 @@ from typing import Literal
 
 from core.ids import ID, shown_id
 from core.journal.models import ThreadRef
+from core.stores.deletions import DeletionRegister
 from core.stores.journal import Journal
 from core.stores.transcripts import ThreadCount, TranscriptStore
 from memstream.ops.progress import Progress, ProgressCallback, no_progress
+from memstream.ops.verify_deletions import DeletionLeftover, check_deletions
 from streams.relays.journal import Relay
 
 ThreadKey = tuple[str, str]  # (account_id, thread_id)
@@ -89,10 +94,14 @@ class VerifyReport:
     """Threads (of the journal or the projection) whose ids are no longer valid (module doc)."""
     invalid_id_threads: tuple[str, ...] = ()
     """The first `INVALID_ID_NAMES` of them, as `account/thread` with invalid ids escaped."""
+    incomplete_deletions: tuple[str, ...] = ()
+    """Thread deletions not completed, as `deletion_id account/thread`."""
+    deletion_leftovers: tuple[DeletionLeftover, ...] = ()
+    """Messages or projection rows a completed thread deletion should have removed."""
 
     @property
     def ok(self) -> bool:
-        return not self.differences
+        return not self.differences and not self.incomplete_deletions and not self.deletion_leftovers
 
 
 def valid_ids(key: ThreadKey) -> bool:
@@ -206,6 +215,7 @@ async def verify(
     settle_s: float = 10.0,
     poll_s: float = 1.0,
     progress: ProgressCallback = no_progress,
+    deletions: DeletionRegister | None = None,
 ) -> VerifyReport:
     """See the module doc."""
     started = time.monotonic()
@@ -233,6 +243,18 @@ async def verify(
         )
         await asyncio.sleep(min(poll_s, remaining))
     invalid = sorted(key for key in threads.keys() | projection.keys() if not valid_ids(key))
+    incomplete: list[str] = []
+    leftovers: list[DeletionLeftover] = []
+    if deletions is not None:
+        progress(Progress("deletions", 0, 1, "checking thread deletions"))
+        incomplete, leftovers = await check_deletions(
+            deletions,
+            journal,
+            store,
+            environment,
+            settle_s=max(0.0, deadline - time.monotonic()),
+            poll_s=poll_s,
+        )
     return VerifyReport(
         environment=environment,
         journal_threads=len(threads),
@@ -245,6 +267,8 @@ async def verify(
         seconds=round(time.monotonic() - started, 3),
         invalid_id_count=len(invalid),
         invalid_id_threads=tuple(thread_name(*key) for key in invalid[:INVALID_ID_NAMES]),
+        incomplete_deletions=tuple(incomplete),
+        deletion_leftovers=tuple(leftovers),
     )
 
 

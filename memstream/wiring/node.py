@@ -58,6 +58,7 @@ from processors.compaction_recovery import CompactionRecovery
 from sinks.objectstore.health import ObjectStoreProbe
 from sinks.objectstore.summaries import ObjectStoreSummaryWriter
 from sinks.postgres.compactions import PostgresCompactions, compaction_totals
+from sinks.postgres.deletions import PostgresDeletions
 from sinks.postgres.invalidation import PostgresInvalidations
 from sinks.postgres.outbox import PostgresEntriesOutbox
 from sinks.postgres.progress import PostgresProgress
@@ -251,6 +252,7 @@ async def build_node(
                 forget_progress=progress.forget,
                 figures=figures,
                 accounts=build_account_stores(settings, pool, journal, summary_cache),
+                deletions=PostgresDeletions(pool),
             )
         )
     )

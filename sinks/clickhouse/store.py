@@ -363,6 +363,17 @@ class ClickHouseTranscriptStore:
 
         return await self._client.run("delete", call)
 
+    async def count_thread_rows(
+        self, environment: str, account_id: str, thread_id: str, up_to_seq: int
+    ) -> int:
+        params = {"e": environment, "a": account_id, "t": thread_id, "s": up_to_seq}
+        sql = (
+            f"SELECT count() FROM {self._table(None)} WHERE environment = {{e:String}} AND account_id = "
+            "{a:String} AND thread_id = {t:String} AND seq <= {s:UInt64}"
+        )
+        rows = await self._client.run("count", lambda c: c.query(sql, parameters=params).result_rows)
+        return int(rows[0][0])
+
     # ------------------------------------------------------------------ reads
 
     async def previous_terms(

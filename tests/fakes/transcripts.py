@@ -103,6 +103,14 @@ class InMemoryTranscriptStore:
         rows[:] = kept
         return found
 
+    async def count_thread_rows(
+        self, environment: str, account_id: str, thread_id: str, up_to_seq: int
+    ) -> int:
+        scope = (environment, account_id, thread_id)
+        return sum(
+            1 for r in self.rows if (r.environment, r.account_id, r.thread_id) == scope and r.seq <= up_to_seq
+        )
+
     async def previous_terms(
         self, before: Mapping[ThreadKey, int], *, table: str | None = None
     ) -> dict[ThreadKey, tuple[str, ...]]:

@@ -44,6 +44,7 @@ from pydantic import BaseModel, Field
 
 from core.config import Settings
 from core.errors import Conflict, MemstreamError, NotFound, Unauthorized
+from core.stores.deletions import DeletionRegister
 from core.stores.journal import Journal
 from core.stores.transcripts import TranscriptStore
 from memstream.api.routes.admin_accounts import add_account_routes
@@ -87,6 +88,8 @@ class AdminDeps:
     """The figures read in the background for /metrics (`/admin/v1/overview` shows them)."""
     accounts: AccountStores | None = None
     """The stores of account export and import (`memstream.api.routes.admin_accounts`)."""
+    deletions: DeletionRegister | None = None
+    """The thread-deletion register (`memstream verify` checks the deletions)."""
 
 
 class ReplayRequest(BaseModel):
@@ -354,6 +357,7 @@ def admin_router(deps: AdminDeps) -> APIRouter:
                 deps.settings.environment,
                 settle_s=settle_s,
                 progress=progress,
+                deletions=deps.deletions,
             )
 
         return exclusive.stream("verify", operation)

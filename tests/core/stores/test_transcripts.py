@@ -400,7 +400,10 @@ async def test_delete_thread_removes_rows_up_to_the_tombstone_only(store: Transc
     await store.insert([row("t2", 0, "kiwi two", seq=12)])
     table = await store.create_rebuild_table()
     await store.insert([row("t1", 5, "kiwi rebuilt", seq=12)], table=table)
+    assert await store.count_thread_rows("test", "acct", "t1", 12) >= 3
     assert await store.delete_thread("test", "acct", "t1", 12) >= 3
+    assert await store.count_thread_rows("test", "acct", "t1", 12) == 0
+    assert await store.count_thread_rows("test", "acct", "t1", 20) == 1  # the thread used again
     assert await store.delete_thread("test", "acct", "t1", 12) == 0  # idempotent
     assert sorted(h.content for h in await store.search(SCOPE, "kiwi", limit=50)) == [
         "kiwi again",
