@@ -39,16 +39,17 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from core.journal.models import Message
-from core.stores.deletions import Tombstone, Tombstones, TombstoneSource
+from core.stores.deletions import TombstoneSource
 from core.stores.transcripts import ThreadKey, TranscriptRow, TranscriptStore, TranscriptUnavailable
 from core.transcripts.terms import message_terms
 from processors.transcript_context import DEFAULT_CACHE_THREADS, Entry, ThreadContext, contexts
-from streams.codecs import journal_deletions, journal_messages
+from streams.codecs import journal_messages
+from streams.deletion_filter import TOPIC as DELETIONS_TOPIC
+from streams.deletion_filter import DeletedMessages
 from streams.runtime.processor import InvalidMessage, Processor, Record, decoding
 
 NAME = "clickhouse-projection"
 SOURCE_TOPIC = "journal.messages"
-DELETIONS_TOPIC = journal_deletions.TOPIC
 BATCH_SIZE = 4000
 """Rows per insert at most (ClickHouse prefers few large inserts; faust buffers 4096 per partition)."""
 BATCH_WAIT_S = 0.25
@@ -101,17 +102,6 @@ def decode_message(record: Record) -> Message:
             record, f"record key {record.key!r} is not the message's thread_id {message.thread_id!r}"
         ) from ValueError("key and value disagree")
     return message
-
-
-def is_deletion(record: Record) -> bool:
-    """Whether `record` comes from `journal.deletions` (whatever the topic prefix)."""
-    return record.topic.endswith(DELETIONS_TOPIC)
-
-
-def decode_tombstone(record: Record) -> Tombstone:
-    """The tombstone of one `journal.deletions` record; InvalidMessage if it is not one."""
-    with decoding(record):
-        return journal_deletions.decode(record.key, record.value).tombstone
 
 
 def rows(
@@ -176,9 +166,7 @@ class ClickHouseProjection(Processor):
         self.batch_wait_s = batch_wait_s
         self._schema_ready = False
         self._context = ThreadContext(store, table, context_cache_threads)
-        self._source = tombstones
-        self.deleted: Tombstones | None = None if tombstones is not None else Tombstones()
-        """The tombstones known; None until loaded from `tombstones`."""
+        self.deleted = DeletedMessages(tombstones, name)
 
     async def start(self) -> None:
         """Create the schema and load the tombstones if the stores answer; if not, the first batch
@@ -190,7 +178,7 @@ class ClickHouseProjection(Processor):
                 "%s: ClickHouse unavailable at start, will retry with the first batch: %s", self.name, exc
             )
         try:
-            await self._deleted()
+            await self.deleted.known()
         except Exception as exc:  # the register is away: the first batch loads it (or waits)
             log.warning("%s: the deletion register could not be read at start (%s): retrying", self.name, exc)
 
@@ -203,15 +191,15 @@ class ClickHouseProjection(Processor):
         return f"clickhouse:{await self.store.instance_id()}"
 
     async def process(self, batch: Sequence[Record]) -> None:
-        tombstones = [decode_tombstone(r) for r in batch if is_deletion(r)]
-        decoded = messages([r for r in batch if not is_deletion(r)])
+        tombstones, records = self.deleted.split(batch)
+        decoded = messages(records)
         if not decoded and not tombstones:
             return
         await self._ensure_schema()
-        deleted = await self._deleted()
+        deleted = await self.deleted.known()
         for tombstone in tombstones:
             await self.store.delete_thread(*tombstone.scope, tombstone.up_to_seq, table=self.table)
-            deleted.add(tombstone)
+            await self.deleted.known([tombstone])
         decoded = [m for m in decoded if not deleted.deleted(m.environment, m.account_id, m.thread_id, m.seq)]
         if not decoded:
             return
@@ -219,14 +207,6 @@ class ClickHouseProjection(Processor):
         prior = await self._context.prior(made)
         await self.store.insert(project(decoded, prior, made), table=self.table)
         self._context.remember(made)
-
-    async def _deleted(self) -> Tombstones:
-        """The known tombstones, loaded from the register first (a failure is retried by the runtime)."""
-        if self.deleted is None:
-            assert self._source is not None
-            self.deleted = Tombstones(await self._source.tombstones())
-            log.info("%s: %d deleted threads known", self.name, len(self.deleted))
-        return self.deleted
 
     async def stop(self) -> None:
         if self.close_store:

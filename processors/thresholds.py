@@ -1,7 +1,8 @@
 """`thresholds`: counts each thread's messages and tokens since its last summary and requests a
 compaction when a thread crosses `TOKEN_LIMIT` tokens or `MESSAGE_LIMIT` messages.
 
-Input: `journal.messages`. Output: `compaction.requested` (key thread_id; `compaction_request`).
+Input: `journal.messages` (less deleted messages: `streams.deletion_filter`). Output:
+`compaction.requested` (key thread_id; `compaction_request`).
 
 Per message, in one Redis script (`sinks.redis.thresholds.RedisThresholdStore.count`; a batch's
 messages in one call of `count_batch` up to the first that needs the journal): add it to the
@@ -49,17 +50,19 @@ from core.config import Settings
 from core.journal.models import Message, ThreadRef
 from core.journal.reading import messages_between
 from core.stores.compactions import CompactionLedger
+from core.stores.deletions import TombstoneSource
 from core.stores.journal import Journal
 from core.stores.thresholds import Outcome, ThreadScope, ThresholdStore
 from core.summaries.models import SummaryWriter
 from processors.errors import NeedsNodeJournal
-from streams.codecs import compaction_requested, journal_messages
+from streams import deletion_filter
+from streams.codecs import compaction_requested
 from streams.codecs.compaction_requested import CompactionRequest, timestamp
 from streams.codecs.records import EncodedEvent
 from streams.output import TopicOutput
 from streams.producer import BatchPublisher, OutgoingRecord
 from streams.runtime.errors import SinkUnavailable
-from streams.runtime.processor import Processor, Record, decoding
+from streams.runtime.processor import Processor, Record
 from streams.topics import topic_name
 
 NAME = "thresholds"
@@ -200,9 +203,11 @@ class Thresholds(Processor):
         publisher: BatchPublisher | None = None,
         clock: Clock | None = None,
         close_store: bool = True,
+        tombstones: TombstoneSource | None = None,
     ) -> None:
         self.name = name
-        self.source_topics = (SOURCE_TOPIC,)
+        self.source_topics = (SOURCE_TOPIC, deletion_filter.TOPIC)
+        self.deleted = deletion_filter.DeletedMessages(tombstones, name)
         self.settings = settings
         self.store = store
         self.journal = journal
@@ -330,10 +335,7 @@ class Thresholds(Processor):
         return await messages_between(self.journal, thread, after=after, up_to=up_to)
 
     async def process(self, batch: Sequence[Record]) -> None:
-        messages = []
-        for record in batch:  # all-or-nothing before any effect
-            with decoding(record):
-                messages.append(journal_messages.decode(record.value))
+        messages = await self.deleted.live_messages(batch)  # a deletion itself forgets the counters
         counted = list(zip(messages, await self.outcomes(messages), strict=True))
         decided = plan(counted, self.clock())
         if decided.held_back:

@@ -148,6 +148,7 @@ def build_thresholds(
     from processors.thresholds import Thresholds
     from sinks.objectstore.summaries import ObjectStoreSummaryWriter
     from sinks.postgres.compactions import PostgresCompactions
+    from sinks.postgres.deletions import PostgresDeletions
 
     store = threshold_store(settings)
     journal = engines.journal if engines is not None else None
@@ -160,6 +161,7 @@ def build_thresholds(
         ledger=PostgresCompactions(pool) if pool is not None else None,
         open_summaries=lambda: ObjectStoreSummaryWriter.from_settings(settings),
         name=name,
+        tombstones=PostgresDeletions(pool) if pool is not None else None,
     )
 
 
@@ -257,7 +259,7 @@ SOURCES: Mapping[str, tuple[str, ...]] = {
     "flush": ("compaction.requested",),
     "qdrant-projection": ("memory.entries",),
     "summarizer": ("compaction.flushed",),
-    "thresholds": ("journal.messages",),
+    "thresholds": ("journal.messages", "journal.deletions"),
     "transcript-vectors": ("journal.messages",),
 }
 """The topics each registered processor consumes (as its `source_topics`; a test keeps them equal),

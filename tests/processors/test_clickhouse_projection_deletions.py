@@ -12,8 +12,9 @@ from datetime import UTC, datetime
 import pytest
 
 from core.stores.deletions import SeqRanges, Tombstone
-from processors.clickhouse_projection import ClickHouseProjection, decode_tombstone
+from processors.clickhouse_projection import ClickHouseProjection
 from streams.codecs import journal_deletions
+from streams.deletion_filter import decode_tombstone
 from streams.runtime.processor import InvalidMessage, Record
 from tests.fakes.transcripts import InMemoryTranscriptStore
 from tests.processors.transcript_support import message, record_of
