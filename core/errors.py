@@ -83,6 +83,13 @@ class StoreUnavailable(MemstreamError):
     code = "store_unavailable"
 
 
+class DeletionIncomplete(StoreUnavailable):
+    """A thread deletion stopped at a step (a store away, a crash): what was done is recorded, and
+    the node at start, or the same DELETE again, finishes it (503 with Retry-After semantics)."""
+
+    code = "deletion_incomplete"
+
+
 class JournalUnavailable(MemstreamError):
     """The journal cannot be read or written right now (storage error); the call did not succeed."""
 

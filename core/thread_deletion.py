@@ -27,7 +27,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from core.auth import Principal
-from core.errors import NotFound
+from core.errors import DeletionIncomplete, NotFound
 from core.journal.models import ThreadRef
 from core.stores.deletions import DeletionRecord, DeletionRegister, Tombstone
 from core.stores.journal import Journal
@@ -87,9 +87,26 @@ class ThreadDeletion:
         return await self.finish(record)
 
     async def finish(self, record: DeletionRecord) -> DeletionRecord:
-        """Run every step `record` has not done yet, then complete it; a completed one as it is."""
+        """Run every step `record` has not done yet, then complete it; a completed one as it is.
+        A step that fails raises DeletionIncomplete (caused by the failure): what was done stays
+        recorded, and the next `finish` goes on from there."""
         if record.completed_at is not None:
             return record
+        try:
+            return await self._finish(record)
+        except Exception as exc:
+            try:
+                latest = await self._register.get(record.deletion_id) or record
+            except Exception:  # the register is away too
+                latest = record
+            done = ", ".join(latest.report) or "none"
+            raise DeletionIncomplete(
+                f"the deletion of thread {record.thread_id!r} (deletion {record.deletion_id}) stopped "
+                f"({type(exc).__name__}: {exc}); steps done: {done}. It is finished when the node starts, "
+                "or by the same DELETE again"
+            ) from exc
+
+    async def _finish(self, record: DeletionRecord) -> DeletionRecord:
         deletion_id = record.deletion_id
         scope = (record.environment, record.account_id, record.thread_id)
         if "thread" not in record.report:

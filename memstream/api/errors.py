@@ -26,6 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from core.errors import (
     Conflict,
+    DeletionIncomplete,
     InvalidInput,
     JournalFenced,
     JournalUnavailable,
@@ -49,6 +50,7 @@ _STATUS: tuple[tuple[type[MemstreamError], int], ...] = (
     (JournalUnavailable, 503),
     (SummaryUnavailable, 503),
     (PostgresUnavailable, 503),
+    (DeletionIncomplete, 503),
 )
 _DRIVER_ERRORS: tuple[type[Exception], ...] = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
 """Handled apart from other unexpected errors, so a Postgres outage answers 503 without a traceback."""

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from core.auth import Principal
-from core.errors import NotFound
+from core.errors import DeletionIncomplete, NotFound
 from core.journal.models import NewMessage, ThreadRef
 from core.stores.deletions import DeletionRecord, Tombstone
 from core.thread_deletion import ThreadDeletion
@@ -93,8 +93,9 @@ async def test_a_deletion_interrupted_midway_is_finished_by_resume() -> None:
     step = Step("redis", failures=1)
     setup = Setup(step)
     await setup.thread("t1")
-    with pytest.raises(RuntimeError, match="injected"):
+    with pytest.raises(DeletionIncomplete, match="steps done: thread, journal, event") as stopped:
         await setup.service.delete(ACME, "t1")
+    assert isinstance(stopped.value.__cause__, RuntimeError)
     (left,) = await setup.register.incomplete()
     assert set(left.report) == {"thread", "journal", "event"}
     (finished,) = await setup.service.resume()

@@ -14,6 +14,7 @@ import asyncpg
 import pytest
 
 from core.auth import Principal
+from core.errors import DeletionIncomplete
 from core.journal.models import NewMessage, ThreadRef
 from core.memory.models import MemoryScope, Provenance
 from core.memory.service import MemoryService
@@ -105,8 +106,9 @@ async def test_every_store_of_the_thread_is_reached_and_a_crash_midway_is_resume
     steps = deletion_steps(writer, thresholds, compactions, memory, cache)
     steps[-1] = Crashing(compactions)
     deletions = ThreadDeletion(threads, journal, PostgresDeletions(pool), publish, steps)
-    with pytest.raises(ConnectionResetError):
+    with pytest.raises(DeletionIncomplete) as stopped:  # the API answers 503
         await deletions.delete(ACME, "t1")
+    assert isinstance(stopped.value.__cause__, ConnectionResetError)
     (left,) = await PostgresDeletions(pool).incomplete()
     assert set(left.report) == {"thread", "journal", "event", "summaries", "redis", "memory"}
     assert left.report["memory"] == {"entries": 1, "quarantined": 0}

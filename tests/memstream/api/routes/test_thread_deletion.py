@@ -5,6 +5,7 @@ again), the tombstone on `journal.deletions`, and a thread id used again afterwa
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import datetime
 
 import asyncpg
 import httpx
@@ -12,13 +13,14 @@ import pytest
 from fastapi import FastAPI
 
 from core.config import Settings
+from core.stores.deletions import Tombstone
 from memstream.api import ApiDeps, create_app
 from memstream.ops.topic_reader import TopicReader
 from memstream.wiring.api import build_api_deps
 from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.codecs import journal_deletions
-from streams.deletions import DeletionEvents
+from streams.deletions import DeletionEvents, DeletionNotPublished
 from streams.topics import load_topics
 
 from ..conftest import Keys
@@ -105,3 +107,28 @@ async def test_a_thread_id_used_again_is_a_new_thread(client: httpx.AsyncClient,
     second = (await client.delete("/v1/threads/t1", headers=keys.acme)).json()
     assert second["deletion_id"] != first["deletion_id"]
     assert (second["up_to_seq"], second["deleted"]["journal"]["messages"]) == (3, 2)
+
+
+async def test_a_deletion_stopped_by_the_broker_answers_503_and_the_same_delete_finishes_it(
+    broker_settings: Settings, journal: SlateJournal, pool: asyncpg.Pool, events: DeletionEvents, keys: Keys
+) -> None:
+    failures = [DeletionNotPublished("the broker did not confirm the record (injected)")]
+
+    async def flaky(deletion_id: int, tombstone: Tombstone, requested_at: datetime) -> None:
+        if failures:
+            raise failures.pop()
+        await events.publish(deletion_id, tombstone, requested_at)
+
+    app = create_app(build_api_deps(broker_settings, journal, pool, publish_deletion=flaky))
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://memstream.test"
+    ) as client:
+        await append(client, keys, "t1", "one")
+        stopped = await client.delete("/v1/threads/t1", headers=keys.acme)
+        assert stopped.status_code == 503 and stopped.json()["error"]["code"] == "deletion_incomplete"
+        assert "steps done: thread, journal" in stopped.json()["error"]["message"]
+        assert (await client.get("/v1/threads/t1", headers=keys.acme)).status_code == 404  # already gone
+        finished = await client.delete("/v1/threads/t1", headers=keys.acme)
+        assert finished.status_code == 200, finished.text
+        assert finished.json()["deleted"]["journal"] == {"messages": 1, "up_to_seq": 1}
+        assert finished.json()["deleted"]["event"] == {"published": True}
