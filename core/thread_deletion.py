@@ -10,7 +10,7 @@ too) and a finished one answers its report again:
    append racing the deletion either recreates the row (and, if the journal step follows, loses
    its messages with it: an empty thread) or comes after the journal step (a new thread).
 2. `journal`: `Journal.delete_thread` deletes the messages in the writer (serialized with appends)
-   and gives the tombstone's `up_to_seq`: the register keeps the first outcome.
+   and gives the tombstone's `up_to_seq`; the register adds up the runs (two DELETEs racing).
 3. `event`: the tombstone is published on `journal.deletions` (the ClickHouse projection deletes
    the thread's rows and never projects a deleted message again).
 4. then each further `DeletionStep` given (summaries, Redis state, memory entries, ...), in order.
@@ -119,9 +119,12 @@ class ThreadDeletion:
             record = await self._register.record_journal(deletion_id, deleted)
             tombstone = record.tombstone
             assert tombstone is not None
-        if "event" not in record.report:
+        if (
+            record.report.get("event", {}).get("up_to_seq") != tombstone.up_to_seq
+        ):  # (a racing run's may be lower)
             await self._publish(deletion_id, tombstone, record.requested_at)
-            record = await self._register.record_step(deletion_id, "event", {"published": True})
+            event = {"published": True, "up_to_seq": tombstone.up_to_seq}
+            record = await self._register.record_step(deletion_id, "event", event)
         for step in self._steps:
             if step.name not in record.report:
                 record = await self._register.record_step(

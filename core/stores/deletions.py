@@ -36,6 +36,27 @@ def seq_ranges(seqs: Iterable[int]) -> SeqRanges:
     return tuple(ranges)
 
 
+def merge_ranges(*parts: SeqRanges) -> SeqRanges:
+    """The union of inclusive seq ranges, ascending and disjoint (adjacent ranges joined)."""
+    merged: list[tuple[int, int]] = []
+    for lo, hi in sorted(r for part in parts for r in part):
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return tuple(merged)
+
+
+def merged_outcome(record: DeletionRecord, deleted: JournalDeletion) -> JournalDeletion:
+    """What the journal step of `record` deleted in all, with the outcome of one more run of it."""
+    before = record.report.get("journal", {}).get("messages", 0) if record.up_to_seq is not None else 0
+    return JournalDeletion(
+        messages=int(before) + deleted.messages,
+        up_to_seq=max(record.up_to_seq or 0, deleted.up_to_seq),
+        seqs=merge_ranges(record.seqs or (), deleted.seqs),
+    )
+
+
 @dataclass(frozen=True)
 class Tombstone:
     """Every message of the thread with `seq <= up_to_seq` is deleted (module doc)."""
@@ -125,8 +146,10 @@ class DeletionRegister(Protocol):
     async def get(self, deletion_id: int) -> DeletionRecord | None: ...
 
     async def record_journal(self, deletion_id: int, deleted: JournalDeletion) -> DeletionRecord:
-        """Store the journal step's outcome (`up_to_seq`, `seqs`, report `journal`). Once set, a
-        later call keeps the first outcome (a re-run finds nothing left to delete)."""
+        """Add one run's outcome of the journal step (`merged_outcome`: `up_to_seq` the highest,
+        `seqs` the union, report `journal` the messages in all), atomically: a re-run that found
+        nothing changes nothing, and two runs racing (two DELETEs at once) lose neither's
+        deletions."""
         ...
 
     async def record_step(self, deletion_id: int, step: str, report: Mapping[str, Any]) -> DeletionRecord:

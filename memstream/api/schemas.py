@@ -305,7 +305,7 @@ class ThreadDeletionResponse(BaseModel):
                     "deleted": {
                         "thread": {"rows": 1},
                         "journal": {"messages": 12, "up_to_seq": 1042},
-                        "event": {"topic": "journal.deletions", "clickhouse": "requested"},
+                        "event": {"published": True, "up_to_seq": 1042},
                     },
                 }
             ]

@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 
 from core.config import Settings
-from core.stores.deletions import DeletionRecord, JournalDeletion, SeqRanges, Tombstone
+from core.stores.deletions import DeletionRecord, JournalDeletion, SeqRanges, Tombstone, merged_outcome
 from sinks.postgres.pool import create_pool
 
 _COLUMNS = (
@@ -87,18 +87,21 @@ class PostgresDeletions:
         return None if row is None else _record(row)
 
     async def record_journal(self, deletion_id: int, deleted: JournalDeletion) -> DeletionRecord:
-        report = {"messages": deleted.messages, "up_to_seq": deleted.up_to_seq}
-        row = await self._pool.fetchrow(
-            f"""UPDATE thread_deletions
-                SET up_to_seq = COALESCE(up_to_seq, $2), seqs = COALESCE(seqs, $3::jsonb),
-                    report = CASE WHEN up_to_seq IS NULL
-                                  THEN report || jsonb_build_object('journal', $4::jsonb) ELSE report END
-                WHERE deletion_id = $1 RETURNING {_COLUMNS}""",
-            deletion_id,
-            deleted.up_to_seq,
-            [list(r) for r in deleted.seqs],
-            report,
-        )
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(
+                f"SELECT {_COLUMNS} FROM thread_deletions WHERE deletion_id = $1 FOR UPDATE", deletion_id
+            )
+            record = self._found(row, deletion_id)
+            merged = merged_outcome(record, deleted)
+            row = await conn.fetchrow(
+                f"""UPDATE thread_deletions SET up_to_seq = $2, seqs = $3::jsonb,
+                        report = report || jsonb_build_object('journal', $4::jsonb)
+                    WHERE deletion_id = $1 RETURNING {_COLUMNS}""",
+                deletion_id,
+                merged.up_to_seq,
+                [list(r) for r in merged.seqs],
+                {"messages": merged.messages, "up_to_seq": merged.up_to_seq},
+            )
         return self._found(row, deletion_id)
 
     async def record_step(self, deletion_id: int, step: str, report: Mapping[str, Any]) -> DeletionRecord:

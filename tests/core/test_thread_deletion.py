@@ -69,7 +69,7 @@ async def test_a_deletion_reaches_every_step_and_answers_its_report_again() -> N
     assert dict(record.report) == {
         "thread": {"rows": 1},
         "journal": {"messages": 2, "up_to_seq": 2},
-        "event": {"published": True},
+        "event": {"published": True, "up_to_seq": 2},
         "summaries": {"deleted": 1},
     }
     assert setup.published == [(record.deletion_id, Tombstone("dev", "acme", "t1", 2))]

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from core.stores.deletions import DeletionRecord, JournalDeletion, SeqRanges, Tombstone
+from core.stores.deletions import DeletionRecord, JournalDeletion, SeqRanges, Tombstone, merged_outcome
 
 
 class InMemoryDeletions:
@@ -54,13 +54,11 @@ class InMemoryDeletions:
 
     async def record_journal(self, deletion_id: int, deleted: JournalDeletion) -> DeletionRecord:
         record = self.records.get(deletion_id)
-        if record is not None and record.up_to_seq is not None:
-            return record
-        report = {"messages": deleted.messages, "up_to_seq": deleted.up_to_seq}
-        current = {} if record is None else dict(record.report)
-        return self._update(
-            deletion_id, up_to_seq=deleted.up_to_seq, seqs=deleted.seqs, report={**current, "journal": report}
-        )
+        if record is None:
+            raise LookupError(f"no thread deletion {deletion_id}")
+        merged = merged_outcome(record, deleted)
+        report = {**record.report, "journal": {"messages": merged.messages, "up_to_seq": merged.up_to_seq}}
+        return self._update(deletion_id, up_to_seq=merged.up_to_seq, seqs=merged.seqs, report=report)
 
     async def record_step(self, deletion_id: int, step: str, report: Mapping[str, Any]) -> DeletionRecord:
         current = dict(self.records[deletion_id].report) if deletion_id in self.records else {}

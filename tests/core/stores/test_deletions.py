@@ -57,3 +57,10 @@ async def test_the_journal_outcome_is_kept_once_set(register: DeletionRegister) 
     assert await register.tombstones() == [Tombstone("dev", "acme", "t1", 7)]
     assert await register.deleted_seqs() == [((1, 2), (7, 7))]
     assert (await register.get(record.deletion_id)) == stepped
+    # another run of the step that deleted more (two DELETEs racing an append): both count
+    raced = await register.record_journal(record.deletion_id, JournalDeletion(2, 9, ((8, 9),)))
+    assert (raced.up_to_seq, raced.seqs, raced.report["journal"]) == (
+        9,
+        ((1, 2), (7, 9)),
+        {"messages": 5, "up_to_seq": 9},
+    )

@@ -75,7 +75,7 @@ async def test_delete_reports_what_it_deleted_where_and_is_idempotent(
     assert report["deleted"] == {
         "thread": {"rows": 1},
         "journal": {"messages": 3, "up_to_seq": 4},
-        "event": {"published": True},
+        "event": {"published": True, "up_to_seq": 4},
     }
     assert (await client.get("/v1/threads/t1", headers=keys.acme)).status_code == 404
     assert (await client.get("/v1/threads/t2", headers=keys.acme)).status_code == 200
@@ -131,4 +131,4 @@ async def test_a_deletion_stopped_by_the_broker_answers_503_and_the_same_delete_
         finished = await client.delete("/v1/threads/t1", headers=keys.acme)
         assert finished.status_code == 200, finished.text
         assert finished.json()["deleted"]["journal"] == {"messages": 1, "up_to_seq": 1}
-        assert finished.json()["deleted"]["event"] == {"published": True}
+        assert finished.json()["deleted"]["event"] == {"published": True, "up_to_seq": 1}
