@@ -2,7 +2,9 @@
 adapters, in the order the node runs them (`deletion_steps`):
 
 - `summaries`: every summary object of the thread (the pointer and every version, for each agent
-  of the thread: its row's agent and those with compaction state) and the Redis summary cache;
+  of the thread: its row's agent and those with compaction state) and the Redis summary cache,
+  holding the summarizer's lock of the thread meanwhile (`locks`): a summarizer that read the
+  messages before the journal step writes its summary first, and one after cannot read them;
 - `redis`: the threshold counters and guard of each of those agents;
 - `memory`: the agent-memory entries whose provenance is the thread (`source.thread_id`: the
   facts the flush extracted from it), through the memory service (one transaction with a tombstone
@@ -17,16 +19,22 @@ Each is idempotent: run again after a crash, it deletes what is left and reports
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Mapping
 from typing import Any
 
+from core.errors import StoreUnavailable
 from core.journal.models import ThreadRef
 from core.memory.service import MemoryService
 from core.stores.deletions import DeletionRecord
+from core.stores.locks import Lease
 from core.stores.thresholds import ThreadScope
+from core.summaries.models import summarization_lock_name
 from core.thread_deletion import DeletionStep
 from sinks.objectstore.summaries import ObjectStoreSummaryWriter
 from sinks.postgres.compactions import PostgresCompactions
+from sinks.redis.locks import RedisLocks
 from sinks.redis.summary_cache import RedisSummaryCache
 from sinks.redis.thresholds import RedisThresholdStore
 
@@ -42,6 +50,11 @@ def _ref(record: DeletionRecord) -> ThreadRef:
     return ThreadRef(environment=record.environment, account_id=record.account_id, thread_id=record.thread_id)
 
 
+LOCK_WAIT_S = 60.0
+"""The longest the summaries step waits for a summarizer to release the thread's lock."""
+LOCK_TTL_S = 30.0
+
+
 class SummariesStep:
     name = "summaries"
 
@@ -50,19 +63,39 @@ class SummariesStep:
         writer: ObjectStoreSummaryWriter,
         compactions: PostgresCompactions,
         cache: RedisSummaryCache | None = None,
+        locks: RedisLocks | None = None,
+        lock_wait_s: float = LOCK_WAIT_S,
     ) -> None:
         self.writer = writer
         self.compactions = compactions
         self.cache = cache
+        self.locks = locks
+        self.lock_wait_s = lock_wait_s
 
     async def run(self, record: DeletionRecord) -> Mapping[str, Any]:
         agents = await _agents(record, self.compactions)
         objects = 0
         for agent_id in agents:
-            objects += await self.writer.delete_thread(_ref(record), agent_id)
-            if self.cache is not None:
-                await self.cache.invalidate(_ref(record), agent_id)
+            lease = await self._lock(_ref(record), agent_id)
+            try:
+                objects += await self.writer.delete_thread(_ref(record), agent_id)
+                if self.cache is not None:
+                    await self.cache.invalidate(_ref(record), agent_id)
+            finally:
+                if lease is not None and self.locks is not None:
+                    await self.locks.release(lease)
         return {"objects": objects, "agents": agents}
+
+    async def _lock(self, thread: ThreadRef, agent_id: str) -> Lease | None:
+        if self.locks is None:
+            return None
+        name = summarization_lock_name(thread, agent_id)
+        deadline = time.monotonic() + self.lock_wait_s
+        while (lease := await self.locks.acquire(name, LOCK_TTL_S)) is None:
+            if time.monotonic() >= deadline:
+                raise StoreUnavailable(f"a summarizer held {name!r} for {self.lock_wait_s:g}s")
+            await asyncio.sleep(0.1)
+        return lease
 
 
 class RedisStep:
@@ -110,10 +143,11 @@ def deletion_steps(
     compactions: PostgresCompactions,
     memory: MemoryService,
     cache: RedisSummaryCache | None = None,
+    locks: RedisLocks | None = None,
 ) -> list[DeletionStep]:
     """The steps in the order a deletion runs them (module doc)."""
     return [
-        SummariesStep(writer, compactions, cache),
+        SummariesStep(writer, compactions, cache, locks),
         RedisStep(thresholds, compactions),
         MemoryStep(memory),
         CompactionsStep(compactions),

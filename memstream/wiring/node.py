@@ -52,6 +52,7 @@ from memstream.wiring.processors import (
     create_processor,
     enabled,
     node_processor_names,
+    summarizer_lock_namespace,
     threshold_store,
 )
 from processors.compaction_recovery import CompactionRecovery
@@ -62,6 +63,7 @@ from sinks.postgres.deletions import PostgresDeletions
 from sinks.postgres.invalidation import PostgresInvalidations
 from sinks.postgres.outbox import PostgresEntriesOutbox
 from sinks.postgres.progress import PostgresProgress
+from sinks.redis.locks import RedisLocks
 from sinks.redis.summary_cache import RedisSummaryCache
 from sinks.redis.thresholds import RedisThresholdStore
 from sinks.slatedb.journal import SlateJournal
@@ -214,6 +216,7 @@ async def build_node(
         compactions,
         memory.service,
         summary_cache,
+        RedisLocks(deletion_thresholds.client, namespace=summarizer_lock_namespace(settings)),
     )
     api_deps = build_api_deps(
         settings,

@@ -6,6 +6,7 @@ and a deletion interrupted between two steps (an injected crash) finished by
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -14,20 +15,22 @@ import asyncpg
 import pytest
 
 from core.auth import Principal
-from core.errors import DeletionIncomplete
+from core.errors import DeletionIncomplete, StoreUnavailable
 from core.journal.models import NewMessage, ThreadRef
 from core.memory.models import MemoryScope, Provenance
 from core.memory.service import MemoryService
 from core.stores.deletions import DeletionRecord, Tombstone
 from core.stores.thresholds import ThreadScope
+from core.summaries.models import summarization_lock_name
 from core.thread_deletion import ThreadDeletion
-from memstream.deletion_steps import CompactionsStep, deletion_steps
+from memstream.deletion_steps import CompactionsStep, SummariesStep, deletion_steps
 from sinks.objectstore.summaries import ObjectStoreSummaryWriter, open_object_store
 from sinks.postgres.compactions import PostgresCompactions
 from sinks.postgres.deletions import PostgresDeletions
 from sinks.postgres.memory import PostgresMemoryStore
 from sinks.postgres.threads import PostgresThreadStore
 from sinks.redis.client import redis_client
+from sinks.redis.locks import RedisLocks
 from sinks.redis.summary_cache import RedisSummaryCache
 from sinks.redis.thresholds import RedisThresholdStore
 from sinks.slatedb.journal import SlateJournal
@@ -132,3 +135,30 @@ async def test_every_store_of_the_thread_is_reached_and_a_crash_midway_is_resume
     left_entries = sorted(e.key for e in (await memory.list(ada, limit=10)).entries)
     assert left_entries == ["fact.none", "fact.t2"]
     assert await deletions.delete(ACME, "t1") == done  # again: the same report
+
+
+async def test_the_summaries_step_waits_for_a_summarizer_holding_the_threads_lock(
+    tmp_path: Path, pool: asyncpg.Pool, redis_url: str, topic_prefix: str
+) -> None:
+    writer = ObjectStoreSummaryWriter(open_object_store(f"file://{tmp_path}/summaries"))
+    client = redis_client(redis_url)
+    locks = RedisLocks(client, namespace=topic_prefix)
+    await writer.write(REF, "bot", make(1), expected_version=None)
+    lease = await locks.acquire(summarization_lock_name(REF, "bot"), 10)
+    assert lease is not None
+    record = await PostgresDeletions(pool).open("test", "acme", "t1", "bot", None)
+
+    async def summarizer_finishing() -> None:  # it read the messages before they were deleted
+        await asyncio.sleep(0.5)
+        await writer.write(REF, "bot", make(2), expected_version=1)
+        await locks.release(lease)
+
+    finishing = asyncio.create_task(summarizer_finishing())
+    report = await SummariesStep(writer, PostgresCompactions(pool), locks=locks).run(record)
+    await finishing
+    assert report == {"objects": 3, "agents": ["bot"]}  # its summary too: pointer + 2 versions
+    assert await writer.current(REF, "bot") is None
+    assert await locks.acquire(summarization_lock_name(REF, "bot"), 10) is not None  # never released
+    with pytest.raises(StoreUnavailable, match="held"):  # the deletion is incomplete, finished later
+        await SummariesStep(writer, PostgresCompactions(pool), locks=locks, lock_wait_s=0.3).run(record)
+    await client.aclose()
