@@ -18,6 +18,13 @@ returned. Idempotence: a vector is identified like its message (environment, acc
 thread_id, offset) and every read is dedup-safe, so a redelivered or replayed batch writes the
 same rows again and no read sees two.
 
+Thread deletions: like `clickhouse-projection`, the processor also consumes `journal.deletions`
+and knows every tombstone (`streams.deletion_filter.DeletedMessages`, loaded from the deletion
+register, `tombstones`, before its first batch). For each tombstone it deletes the thread's
+vectors with `seq <= up_to_seq` (`MessageVectorStore.delete_thread`, again on every redelivery:
+idempotent; a thread id used again keeps its newer vectors), and it never embeds a deleted
+message (a replay, a redelivery). Within a batch the tombstones are applied first.
+
 Cost: an embedding per message (offline MiniLM: ~6.5 ms of CPU per LoCoMo turn, measured with
 `bench/bench_transcript_vectors.py`), hence opt-in and small batches (`BATCH_SIZE`). ClickHouse
 unavailable (`TranscriptUnavailable`): raised as it is, the runtime waits the outage out (offsets
@@ -32,11 +39,14 @@ from collections.abc import Sequence
 
 from core.embeddings.base import Embedder
 from core.journal.models import Message
+from core.stores.deletions import TombstoneSource
 from core.stores.message_vectors import MessageVector, MessageVectorStore
 from core.stores.transcripts import TranscriptUnavailable
 from core.transcripts.fusion import quantize
 from core.transcripts.search import SEARCHED_ROLES
 from streams.codecs import journal_messages
+from streams.deletion_filter import TOPIC as DELETIONS_TOPIC
+from streams.deletion_filter import DeletedMessages
 from streams.runtime.processor import InvalidMessage, Processor, Record, decoding
 
 NAME = "transcript-vectors"
@@ -83,11 +93,13 @@ def vector_of(message: Message, model: str, vector: Sequence[float]) -> MessageV
         message_id=message.message_id,
         model=model,
         vector=quantize(vector),
+        seq=message.seq,
     )
 
 
 class TranscriptVectors(Processor):
-    """The `transcript-vectors` processor (module doc)."""
+    """The `transcript-vectors` processor (module doc). `tombstones`: where the deletions so far
+    are loaded from before the first batch (without, only those of `journal.deletions` records)."""
 
     def __init__(
         self,
@@ -97,23 +109,30 @@ class TranscriptVectors(Processor):
         name: str = NAME,
         batch_size: int | None = BATCH_SIZE,
         batch_wait_s: float | None = BATCH_WAIT_S,
+        tombstones: TombstoneSource | None = None,
     ) -> None:
         self.name = name
-        self.source_topics = (SOURCE_TOPIC,)
+        self.source_topics = (SOURCE_TOPIC, DELETIONS_TOPIC)
         self.store = store
         self.embedder = embedder
         self.batch_size = batch_size
         self.batch_wait_s = batch_wait_s
         self._schema_ready = False
+        self.deleted = DeletedMessages(tombstones, name)
 
     async def start(self) -> None:
-        """Create the table if ClickHouse answers; if not, the first batch waits for it."""
+        """Create the table and load the tombstones if the stores answer; if not, the first batch
+        waits for them."""
         try:
             await self._ensure_schema()
         except TranscriptUnavailable as exc:
             log.warning(
                 "%s: ClickHouse unavailable at start, will retry with the first batch: %s", self.name, exc
             )
+        try:
+            await self.deleted.known()
+        except Exception as exc:  # the register is away: the first batch loads it (or waits)
+            log.warning("%s: the deletion register could not be read at start (%s): retrying", self.name, exc)
 
     async def progress_scope(self) -> str | None:
         """The store's instance id (as `clickhouse-projection`): a ClickHouse created anew is
@@ -121,10 +140,20 @@ class TranscriptVectors(Processor):
         return f"clickhouse:{await self.store.instance_id()}"
 
     async def process(self, batch: Sequence[Record]) -> None:
-        messages = selected(batch)
-        if not messages:
+        tombstones, records = self.deleted.split(batch)
+        messages = selected(records)
+        if not messages and not tombstones:
             return
         await self._ensure_schema()
+        deleted = await self.deleted.known()
+        for tombstone in tombstones:
+            await self.store.delete_thread(*tombstone.scope, tombstone.up_to_seq)
+            await self.deleted.known([tombstone])
+        messages = [
+            m for m in messages if not deleted.deleted(m.environment, m.account_id, m.thread_id, m.seq)
+        ]
+        if not messages:
+            return
         model = self.embedder.model_id
         vectors = await self.embedder.embed([m.content for m in messages])
         await self.store.insert_vectors(

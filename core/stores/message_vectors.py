@@ -34,6 +34,8 @@ class MessageVector:
     message_id: str
     model: str
     vector: bytes
+    seq: int
+    """The message's journal seq (a thread deletion deletes the vectors of seqs up to its bound)."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,17 @@ class MessageVectorStore(Protocol):
         """Delete the vectors inserted before `inserted_before` whose message is not in the live
         `messages` table (after a rebuild removed it). Operator write, never reachable from a
         tenant's request."""
+
+    async def delete_thread(self, environment: str, account_id: str, thread_id: str, up_to_seq: int) -> int:
+        """Delete the thread's vectors with `seq <= up_to_seq` (a thread deletion's tombstone; a
+        thread id used again keeps its newer vectors); returns how many rows there were (copies
+        count each). Idempotent. Raises `TranscriptUnavailable` on a transient failure."""
+
+    async def count_thread_rows(
+        self, environment: str, account_id: str, thread_id: str, up_to_seq: int
+    ) -> int:
+        """The thread's vectors with `seq <= up_to_seq` (copies count each): what a completed
+        deletion left (`memstream verify`)."""
 
     async def close(self) -> None:
         """Release what this store holds (a store sharing the process's client leaves it open)."""

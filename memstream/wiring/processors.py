@@ -61,11 +61,14 @@ def build_transcript_vectors(settings: Settings, engines: Engines | None = None)
     from sinks.clickhouse.factory import build_transcript_store
     from sinks.clickhouse.vectors import ClickHouseMessageVectors
     from sinks.embeddings.factory import build_embedder
+    from sinks.postgres.deletions import OwnPoolDeletions, PostgresDeletions
 
     if engines is not None:
-        return TranscriptVectors(engines.message_vectors(), engines.embedder())
+        register = PostgresDeletions(engines.pool) if engines.pool is not None else OwnPoolDeletions(settings)
+        return TranscriptVectors(engines.message_vectors(), engines.embedder(), tombstones=register)
     store = ClickHouseMessageVectors(build_transcript_store(settings), close_store=True)
-    return TranscriptVectors(store, build_embedder(settings.embedding_model))
+    embedder = build_embedder(settings.embedding_model)
+    return TranscriptVectors(store, embedder, tombstones=OwnPoolDeletions(settings))
 
 
 def build_flush(settings: Settings, engines: Engines | None = None) -> Flush:
@@ -260,7 +263,7 @@ SOURCES: Mapping[str, tuple[str, ...]] = {
     "qdrant-projection": ("memory.entries",),
     "summarizer": ("compaction.flushed",),
     "thresholds": ("journal.messages", "journal.deletions"),
-    "transcript-vectors": ("journal.messages",),
+    "transcript-vectors": ("journal.messages", "journal.deletions"),
 }
 """The topics each registered processor consumes (as its `source_topics`; a test keeps them equal),
 known without building the processor: the node republishes a topic from the lowest progress of

@@ -150,6 +150,7 @@ VECTOR_COLUMNS: tuple[str, ...] = (
     "user_id",
     "thread_id",
     "offset",
+    "seq",
     "message_id",
     "model",
     "vector",
@@ -161,7 +162,8 @@ def create_vectors_table(database: str) -> str:
     """`message_vectors`: one row per (message, model), keyed and deduplicated like `messages`
     (`ReplacingMergeTree(inserted_at)` on the message's identity; reads take one copy), durable on
     return like `messages` (fsync); `vector` holds the int8 components
-    (`core.transcripts.fusion.quantize`), so that the cosine to a query is computed in SQL."""
+    (`core.transcripts.fusion.quantize`), so that the cosine to a query is computed in SQL; `seq`,
+    the message's journal seq, bounds a thread deletion (`upgrade_vectors_table`)."""
     return f"""
 CREATE TABLE IF NOT EXISTS {check_identifier(database)}.{VECTORS_TABLE}
 (
@@ -171,6 +173,7 @@ CREATE TABLE IF NOT EXISTS {check_identifier(database)}.{VECTORS_TABLE}
     user_id Nullable(String),
     thread_id String,
     offset UInt64,
+    seq UInt64,
     message_id String,
     model LowCardinality(String),
     vector Array(Int8),
@@ -180,3 +183,11 @@ ENGINE = ReplacingMergeTree(inserted_at)
 ORDER BY (environment, account_id, agent_id, thread_id, offset)
 SETTINGS old_parts_lifetime = 60, fsync_after_insert = 1, fsync_part_directory = 1
 """
+
+
+def upgrade_vectors_table(database: str) -> list[str]:
+    """The statements that bring a `message_vectors` made by an earlier version to this schema
+    (idempotent). Its rows keep `seq` 0, so a deletion of their thread deletes them all (a vector
+    of a thread id used again after its deletion is made again by a replay)."""
+    name = f"{check_identifier(database)}.{VECTORS_TABLE}"
+    return [f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS seq UInt64 AFTER offset"]

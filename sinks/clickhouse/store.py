@@ -64,6 +64,7 @@ from sinks.clickhouse.schema import (
     create_vectors_table,
     create_view,
     upgrade_table,
+    upgrade_vectors_table,
 )
 
 log = logging.getLogger("memstream.clickhouse")
@@ -267,6 +268,8 @@ class ClickHouseTranscriptStore:
                 client.command(statement)
             client.command(create_view(db))
             client.command(create_vectors_table(db))
+            for statement in upgrade_vectors_table(db):
+                client.command(statement)
             return unsearchable
 
         unsearchable = await self._client.run("schema creation", call)

@@ -14,7 +14,9 @@ read are those of the caller's scope only (the same scope filter), of the asked 
 
 Reads are dedup-safe (`ANY` join); `insert_vectors` is idempotent (the
 `ReplacingMergeTree` keeps one row per message). `prune` is a lightweight DELETE of the vectors
-inserted before a time whose message the live `messages` table no longer holds.
+inserted before a time whose message the live `messages` table no longer holds; `delete_thread`
+a lightweight DELETE of a thread's vectors up to a seq (a thread deletion), like the transcript
+store's `delete_thread`.
 """
 
 from __future__ import annotations
@@ -28,8 +30,18 @@ from clickhouse_connect.driver.client import Client
 
 from core.stores.message_vectors import Candidate, MessageVector
 from core.stores.transcripts import Period, TranscriptScope
-from sinks.clickhouse.schema import TABLE, VECTOR_COLUMNS, VECTORS_TABLE, create_vectors_table
+from sinks.clickhouse.schema import (
+    TABLE,
+    VECTOR_COLUMNS,
+    VECTORS_TABLE,
+    create_vectors_table,
+    upgrade_vectors_table,
+)
 from sinks.clickhouse.store import ClickHouseTranscriptStore, hit_of, search_sql
+
+_THREAD_UP_TO = (
+    "environment = {e:String} AND account_id = {a:String} AND thread_id = {t:String} AND seq <= {s:UInt64}"
+)
 
 _JOINED = """
 WITH {{query_vector:Array(Float64)}} AS qv
@@ -64,7 +76,12 @@ class ClickHouseMessageVectors:
         self._vectors = f"{self.database}.{VECTORS_TABLE}"
 
     async def ensure_schema(self) -> None:
-        await self._client.run("vectors schema", lambda c: c.command(create_vectors_table(self.database)))
+        def call(client: Client) -> None:
+            client.command(create_vectors_table(self.database))
+            for statement in upgrade_vectors_table(self.database):
+                client.command(statement)
+
+        await self._client.run("vectors schema", call)
 
     async def instance_id(self) -> str:
         return await self._store.instance_id()
@@ -85,6 +102,7 @@ class ClickHouseMessageVectors:
                 v.user_id,
                 v.thread_id,
                 v.offset,
+                v.seq,
                 v.message_id,
                 v.model,
                 array("b", v.vector).tolist(),
@@ -96,6 +114,26 @@ class ClickHouseMessageVectors:
             client.insert(self._vectors, data, column_names=list(VECTOR_COLUMNS))
 
         await self._client.run("vectors insert", call)
+
+    async def delete_thread(self, environment: str, account_id: str, thread_id: str, up_to_seq: int) -> int:
+        params = {"e": environment, "a": account_id, "t": thread_id, "s": up_to_seq}
+        count = f"SELECT count() FROM {self._vectors} WHERE {_THREAD_UP_TO}"
+
+        def call(client: Client) -> int:  # a lightweight DELETE, waited for (lightweight_deletes_sync)
+            found = int(client.query(count, parameters=params).result_rows[0][0])
+            if found:
+                client.command(f"DELETE FROM {self._vectors} WHERE {_THREAD_UP_TO}", parameters=params)
+            return found
+
+        return await self._client.run("vectors delete", call)
+
+    async def count_thread_rows(
+        self, environment: str, account_id: str, thread_id: str, up_to_seq: int
+    ) -> int:
+        params = {"e": environment, "a": account_id, "t": thread_id, "s": up_to_seq}
+        sql = f"SELECT count() FROM {self._vectors} WHERE {_THREAD_UP_TO}"
+        rows = await self._client.run("vectors count", lambda c: c.query(sql, parameters=params).result_rows)
+        return int(rows[0][0])
 
     async def candidates(
         self,

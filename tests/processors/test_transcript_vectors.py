@@ -50,4 +50,5 @@ def test_the_stored_vector_is_keyed_like_the_message() -> None:
         msg.message_id,
         "model-a",
     )
+    assert stored.seq == 12  # a thread deletion's bound
     assert stored.vector == quantize([0.5, -0.25, 0.0]) == bytes([127, 256 - 64, 0])

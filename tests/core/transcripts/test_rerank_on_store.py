@@ -54,6 +54,7 @@ async def embed_all(
                 r.message_id,
                 embedder.model_id,
                 quantize(v),
+                r.seq,
             )
             for r, v in zip(texts, embedded, strict=True)
         ]

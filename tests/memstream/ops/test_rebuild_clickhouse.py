@@ -140,7 +140,10 @@ async def test_rebuild_prunes_the_vectors_of_rows_it_removed(
         ("test", "acct-0", "bot", None, "th-stray", 0, stray.message_id)
     ]
     vectors = engines.message_vectors()
-    await vectors.insert_vectors([MessageVector(*key, model="m", vector=b"\x01") for key in keys])
+    seqs = [r[7] for r in real] + [stray.seq]
+    await vectors.insert_vectors(
+        [MessageVector(*key, model="m", vector=b"\x01", seq=seq) for key, seq in zip(keys, seqs, strict=True)]
+    )
 
     await rebuild_clickhouse(engines, progress=lambda _: None)
 

@@ -1,7 +1,8 @@
 """ClickHouseMessageVectors against the real embedded engine (chdb): the `message_vectors` table,
 idempotent inserts, the BM25 search joined with the vectors in one query (same hits and order as
 `search`, the cosine computed in SQL as `fusion.cosine` does, None for a missing vector, another
-model's never used), and pruning after a rebuild."""
+model's never used), pruning after a rebuild, a thread deletion's seq-bounded DELETE and the
+upgrade of a table made before the `seq` column."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from core.stores.message_vectors import Candidate, MessageVector
 from core.stores.transcripts import TranscriptRow, TranscriptScope
 from core.transcripts.fusion import cosine
+from sinks.clickhouse.schema import create_vectors_table
 from sinks.clickhouse.store import ClickHouseTranscriptStore
 from sinks.clickhouse.vectors import ClickHouseMessageVectors
 from tests.sinks.clickhouse.rows import row
@@ -31,6 +33,7 @@ def vector_of(r: TranscriptRow, data: bytes, *, model: str = MODEL) -> MessageVe
         message_id=r.message_id,
         model=model,
         vector=data,
+        seq=r.seq,
     )
 
 
@@ -71,8 +74,8 @@ async def test_the_table_is_created_with_the_transcript_schema(
         parameters={"db": db},
     ).result_rows
     assert [c[0] for c in columns] == [
-        "environment", "account_id", "agent_id", "user_id", "thread_id", "offset", "message_id", "model",
-        "vector", "inserted_at",
+        "environment", "account_id", "agent_id", "user_id", "thread_id", "offset", "seq", "message_id",
+        "model", "vector", "inserted_at",
     ]  # fmt: skip
     await ClickHouseMessageVectors(transcript_store).ensure_schema()  # idempotent
 
@@ -130,3 +133,47 @@ async def test_prune_deletes_only_old_vectors_of_rows_gone(
         f"SELECT offset FROM {transcript_store.database}.message_vectors ORDER BY offset"
     ).result_rows
     assert [r[0] for r in left] == [0, 2]
+
+
+async def test_delete_thread_removes_the_vectors_up_to_the_seq_only(
+    transcript_store: ClickHouseTranscriptStore, vectors: ClickHouseMessageVectors
+) -> None:
+    old = [row("t1", i, f"old {i}", user_id="alice", seq=i + 1) for i in range(3)]
+    again = row("t1", 3, "the id used again", user_id="alice", seq=10)
+    other = row("t2", 0, "another thread", user_id="alice", seq=4)
+    await vectors.insert_vectors([vector_of(r, b"\x01") for r in [*old, again, other]])
+    await vectors.insert_vectors([vector_of(old[0], b"\x01")])  # a redelivered copy
+    scope = ("test", "acct", "t1")
+    assert await vectors.count_thread_rows(*scope, 3) == 4  # copies count each
+    assert await vectors.delete_thread(*scope, 3) == 4
+    assert await vectors.count_thread_rows(*scope, 3) == 0
+    assert await vectors.delete_thread(*scope, 3) == 0  # again: idempotent
+    assert await vectors.count_thread_rows(*scope, 10) == 1  # the re-created thread's vector stays
+    assert await vectors.count_thread_rows("test", "acct", "t2", 10) == 1
+    assert await vectors.count_thread_rows("test", "other", "t1", 10) == 0
+
+
+async def test_a_table_made_before_the_seq_column_is_upgraded(
+    transcript_store: ClickHouseTranscriptStore, chdb_client: Any
+) -> None:
+    db = transcript_store.database
+    chdb_client.command(f"DROP TABLE {db}.message_vectors")
+    old_ddl = create_vectors_table(db).replace("    seq UInt64,\n", "")
+    assert "seq" not in old_ddl
+    chdb_client.command(old_ddl)
+    chdb_client.command(
+        f"INSERT INTO {db}.message_vectors (environment, account_id, agent_id, user_id, thread_id, offset, "
+        "message_id, model, vector) VALUES ('test', 'acct', 'agent', NULL, 't1', 0, 't1-m0', 'm', [1])"
+    )
+    vectors = ClickHouseMessageVectors(transcript_store)
+    await vectors.ensure_schema()
+    await transcript_store.ensure_schema()  # both upgrade, idempotently
+    columns = chdb_client.query(
+        "SELECT name FROM system.columns WHERE database = {db:String} AND table = 'message_vectors' "
+        "ORDER BY position",
+        parameters={"db": db},
+    ).result_rows
+    assert [c[0] for c in columns][5:7] == ["offset", "seq"]
+    assert await vectors.count_thread_rows("test", "acct", "t1", 1) == 1  # an old row has seq 0
+    await vectors.insert_vectors([vector_of(row("t1", 1, "new", seq=5), b"\x02")])
+    assert await vectors.delete_thread("test", "acct", "t1", 5) == 2
