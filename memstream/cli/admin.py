@@ -272,7 +272,8 @@ def verify(settle_s: float, as_json: bool, node_url: str | None) -> None:
         for left in report.get("deletion_leftovers", []):
             click.echo(
                 f"deleted thread {left['account_id']}/{left['thread_id']} (up to seq {left['up_to_seq']}) "
-                f"still has {left['journal']} journal message(s) and {left['projection']} projection row(s)"
+                f"still has {left['journal']} journal message(s), {left['projection']} projection row(s) "
+                f"and {left.get('vectors', 0)} message vector(s)"
             )
     sys.exit(0 if report["ok"] else 1)
 

@@ -24,8 +24,10 @@ Deletions (`core.thread_deletion`): the tombstones and the deleted seqs are load
 register before reading, so no row of a deleted message enters the new table and the seqs the
 journal no longer has count as done. A deletion completed while the rebuild reads deleted its
 rows from the old table only: right after the swap, the register is read again and every
-tombstone not known at the start is applied to the new live table (and its seqs count as done for
-the catch-up); later deletions reach the new table through the live processor.
+tombstone not known at the start is applied to the new live table and to the message vectors (and
+its seqs count as done for the catch-up); later deletions reach them through the live processors.
+The vectors of deletions known at the start: their messages are not in the new table, so the
+prune deletes them.
 Progress phases: `read`, `swap`, `catch-up`, `done`.
 """
 
@@ -98,6 +100,7 @@ async def rebuild_clickhouse(
         for tombstone in await register.tombstones():  # deleted while we read: from the old table only
             if reading.deleted.add(tombstone):
                 await store.delete_thread(*tombstone.scope, tombstone.up_to_seq)
+                await vectors.delete_thread(*tombstone.scope, tombstone.up_to_seq)
         reading.skip_deleted(await register.deleted_seqs())
         # catch-up: what the live processor wrote into the old table between our read and the swap
         after = await journal.last_seq()

@@ -12,8 +12,9 @@ Runs in the node (it owns the journal and the chdb data path). Steps:
    projection has.
 4. While defects or pending messages remain, wait up to `settle_s` (re-reading the relay cursor
    and the projection every `poll_s`): the projection processor may simply be behind.
-5. With the deletion register: what completed thread deletions left behind in the journal or the
-   projection, and the deletions not completed (`memstream.ops.verify_deletions`).
+5. With the deletion register: what completed thread deletions left behind in the journal, the
+   projection or the message vectors (`vectors`), and the deletions not completed
+   (`memstream.ops.verify_deletions`).
 `VerifyReport.ok` is True when no defect remains (pending messages alone are not a defect; a
 deletion's leftover or an incomplete deletion is).
 
@@ -38,6 +39,7 @@ from core.ids import ID, shown_id
 from core.journal.models import ThreadRef
 from core.stores.deletions import DeletionRegister
 from core.stores.journal import Journal
+from core.stores.message_vectors import MessageVectorStore
 from core.stores.transcripts import ThreadCount, TranscriptStore
 from memstream.ops.progress import Progress, ProgressCallback, no_progress
 from memstream.ops.verify_deletions import DeletionLeftover, check_deletions
@@ -216,6 +218,7 @@ async def verify(
     poll_s: float = 1.0,
     progress: ProgressCallback = no_progress,
     deletions: DeletionRegister | None = None,
+    vectors: MessageVectorStore | None = None,
 ) -> VerifyReport:
     """See the module doc."""
     started = time.monotonic()
@@ -254,6 +257,7 @@ async def verify(
             environment,
             settle_s=max(0.0, deadline - time.monotonic()),
             poll_s=poll_s,
+            vectors=vectors,
         )
     return VerifyReport(
         environment=environment,

@@ -3,11 +3,12 @@ deletions not completed.
 
 For every tombstone of the environment (`core.stores.deletions`: thread, `up_to_seq`) whose
 deletions are all complete, the journal must hold no message of the thread with
-`seq <= up_to_seq` (messages of the thread id used again have higher seqs) and the transcript
-projection no such row. The projection applies a deletion asynchronously (its
-`journal.deletions` record), so rows still found are re-counted until `settle_s` has passed
-before they are reported. Deletions not completed (a crash midway: the node finishes them at
-start, or the same DELETE again) are reported as such.
+`seq <= up_to_seq` (messages of the thread id used again have higher seqs), the transcript
+projection no such row, and the message vectors (`transcript-vectors`, when given) none either.
+The processors apply a deletion asynchronously (its `journal.deletions` record), so rows still
+found are re-counted until `settle_s` has passed before they are reported. Deletions not
+completed (a crash midway: the node finishes them at start, or the same DELETE again) are
+reported as such.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from core.journal.models import ThreadRef
 from core.stores.deletions import DeletionRegister, Tombstone
 from core.stores.journal import Journal
+from core.stores.message_vectors import MessageVectorStore
 from core.stores.transcripts import TranscriptStore
 
 PAGE = 1000
@@ -26,13 +28,15 @@ PAGE = 1000
 
 @dataclass(frozen=True)
 class DeletionLeftover:
-    """Rows of a completed deletion still present (`journal` messages, `projection` rows)."""
+    """Rows of a completed deletion still present (`journal` messages, `projection` rows,
+    message `vectors`)."""
 
     account_id: str
     thread_id: str
     up_to_seq: int
     journal: int
     projection: int
+    vectors: int = 0
 
 
 async def _journal_left(journal: Journal, tombstone: Tombstone) -> int:
@@ -54,6 +58,7 @@ async def check_deletions(
     *,
     settle_s: float = 10.0,
     poll_s: float = 1.0,
+    vectors: MessageVectorStore | None = None,
 ) -> tuple[list[str], list[DeletionLeftover]]:
     """(the incomplete deletions as `deletion_id account/thread`, the leftovers): module doc."""
     incomplete = [r for r in await register.incomplete() if r.environment == environment]
@@ -69,10 +74,18 @@ async def check_deletions(
         for tombstone in done:
             rows = await store.count_thread_rows(*tombstone.scope, tombstone.up_to_seq)
             messages = await _journal_left(journal, tombstone)
-            if rows or messages:
+            vectored = 0
+            if vectors is not None:
+                vectored = await vectors.count_thread_rows(*tombstone.scope, tombstone.up_to_seq)
+            if rows or messages or vectored:
                 leftovers.append(
                     DeletionLeftover(
-                        tombstone.account_id, tombstone.thread_id, tombstone.up_to_seq, messages, rows
+                        tombstone.account_id,
+                        tombstone.thread_id,
+                        tombstone.up_to_seq,
+                        messages,
+                        rows,
+                        vectored,
                     )
                 )
         remaining = deadline - time.monotonic()

@@ -256,6 +256,7 @@ async def build_node(
                 figures=figures,
                 accounts=build_account_stores(settings, pool, journal, summary_cache),
                 deletions=PostgresDeletions(pool),
+                message_vectors=engines.message_vectors,
             )
         )
     )

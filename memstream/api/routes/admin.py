@@ -46,6 +46,7 @@ from core.config import Settings
 from core.errors import Conflict, MemstreamError, NotFound, Unauthorized
 from core.stores.deletions import DeletionRegister
 from core.stores.journal import Journal
+from core.stores.message_vectors import MessageVectorStore
 from core.stores.transcripts import TranscriptStore
 from memstream.api.routes.admin_accounts import add_account_routes
 from memstream.metrics import NodeFigures
@@ -90,6 +91,8 @@ class AdminDeps:
     """The stores of account export and import (`memstream.api.routes.admin_accounts`)."""
     deletions: DeletionRegister | None = None
     """The thread-deletion register (`memstream verify` checks the deletions)."""
+    message_vectors: Callable[[], MessageVectorStore] | None = None
+    """The message vectors (`memstream verify` checks that deletions left none)."""
 
 
 class ReplayRequest(BaseModel):
@@ -358,6 +361,7 @@ def admin_router(deps: AdminDeps) -> APIRouter:
                 settle_s=settle_s,
                 progress=progress,
                 deletions=deps.deletions,
+                vectors=deps.message_vectors() if deps.message_vectors is not None else None,
             )
 
         return exclusive.stream("verify", operation)

@@ -1,6 +1,7 @@
 """Thread deletions racing `rebuild clickhouse` and replays, on the real engines (SlateDB journal,
 relay, Tansu, chdb, Postgres register): a deletion done before the rebuild is never rebuilt, and
-one completed while the rebuild reads, swaps or catches up is gone from the swapped-in table."""
+one completed while the rebuild reads, swaps or catches up is gone from the swapped-in table, and
+its message vectors written meanwhile are deleted too."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from core.stores.message_vectors import MessageVector
 from core.stores.transcripts import TranscriptStore
 from core.thread_deletion import ThreadDeletion
 from memstream.engines import Engines
@@ -121,8 +123,16 @@ async def test_a_deletion_racing_the_rebuild_does_not_survive_the_swap(
     stop = asyncio.Event()
     relaying = asyncio.create_task(relay.run(stop))
     racing: list[asyncio.Task[int]] = []
+    vectors = engines.message_vectors()
+    inserting: list[asyncio.Task[None]] = []
 
     def progress(p: Progress) -> None:
+        if not inserting:  # vectors written after the rebuild started (its prune keeps them)
+            rows = live_rows(chdb_client, clickhouse_database)
+            written = [
+                MessageVector(r[0], r[1], r[2], r[3], r[4], r[6], r[5], "m", b"\x01", r[7]) for r in rows
+            ]
+            inserting.append(asyncio.create_task(vectors.insert_vectors(written)))
         if p.phase == during and not racing:
             racing.append(asyncio.create_task(delete_thread(deletions, register)))
 
@@ -131,10 +141,19 @@ async def test_a_deletion_racing_the_rebuild_does_not_survive_the_swap(
         await rebuild_clickhouse(engines, progress=progress, batch_size=50)
         assert racing, f"the rebuild never reported {during}"
         assert await racing[0] == 80
+        await inserting[0]
         await eventually(lambda: _rows_are(store, 320))
         await asyncio.sleep(1.0)  # whatever is still in flight has landed
     assert await thread_rows(store, chdb_client, clickhouse_database) == 0
     assert await store.row_count() == 320
+    # no live transcript-vectors here: a deletion registered while the rebuild reads deletes the
+    # vectors written meanwhile (read again after the swap); one racing the swap may be registered
+    # after that read, and one during the catch-up is: those are the live processor's
+    # (tests/processors/test_transcript_vectors_deletions.py)
+    vectored = await vectors.count_thread_rows(*THREAD, 1 << 62)
+    assert vectored in ((0,) if during == "read" else (0, 80) if during == "swap" else (80,))
+    left = chdb_client.query(f"SELECT count() FROM {clickhouse_database}.message_vectors FINAL")
+    assert left.result_rows[0][0] == 320 + vectored
     stop.set()
     await relaying
     events.close()
