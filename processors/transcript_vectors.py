@@ -129,10 +129,7 @@ class TranscriptVectors(Processor):
             log.warning(
                 "%s: ClickHouse unavailable at start, will retry with the first batch: %s", self.name, exc
             )
-        try:
-            await self.deleted.known()
-        except Exception as exc:  # the register is away: the first batch loads it (or waits)
-            log.warning("%s: the deletion register could not be read at start (%s): retrying", self.name, exc)
+        await self.deleted.preload()
 
     async def progress_scope(self) -> str | None:
         """The store's instance id (as `clickhouse-projection`): a ClickHouse created anew is

@@ -58,6 +58,16 @@ class DeletedMessages:
             self._known.add(tombstone)
         return self._known
 
+    async def preload(self) -> None:
+        """Load the tombstones now if the source answers (a processor's start); if it does not,
+        say so: the first batch loads them (or waits for the source)."""
+        try:
+            await self.known()
+        except Exception as exc:  # any failure of the source: the first batch retries
+            log.warning(
+                "%s: the deletion register could not be read at start (%s): retrying", self._consumer, exc
+            )
+
     async def live_messages(self, batch: Sequence[Record]) -> list[Message]:
         """The `journal.messages` of `batch` not deleted, in record order, after learning its
         tombstones; all-or-nothing: InvalidMessage for the first bad record, before any effect."""
