@@ -23,6 +23,7 @@ from bench.topic_consumer import consumer_from_start
 from core.config import Settings
 from faults.ledger import LedgerView, ServerError
 from memstream.ops.node_client import NodeClient, run_stream
+from memstream.wiring.processors import enabled
 from streams.topics import load_topics
 
 
@@ -230,10 +231,12 @@ def check_processors(url: str, admin_token: str, *, wait_s: float = 45.0) -> Che
     return CheckResult("processors running", True, f"{len(states)} running")
 
 
-def journal_consumers() -> list[str]:
-    """The processors consuming `journal.messages` (topics.yaml names their modules)."""
+def journal_consumers(settings: Settings) -> list[str]:
+    """The processors consuming `journal.messages` that run with `settings` (topics.yaml names
+    their modules; an opt-in processor switched off consumes nothing)."""
     modules = load_topics().get("journal.messages").consumers
-    return [module.rsplit(".", 1)[-1].replace("_", "-") for module in modules]
+    names = [module.rsplit(".", 1)[-1].replace("_", "-") for module in modules]
+    return [name for name in names if enabled(name, settings)]
 
 
 def dead_lettered(settings: Settings, processors: Iterable[str], needle: str) -> dict[str, int]:

@@ -209,7 +209,7 @@ def poison_record(run: Run) -> Injected:
     needle = f"fz-poison-{time.time_ns()}"
     run.subject.injected_threads.add(POISON_THREAD)
     produce_poison(stack, POISON_THREAD, needle)
-    consumers = journal_consumers()
+    consumers = journal_consumers(settings)
     counts: dict[str, int] = {}
 
     def all_dead_lettered() -> bool:
