@@ -17,19 +17,7 @@ import asyncpg
 
 from core.stores.agents import AgentRecord
 from core.threads import Thread
-
-
-def _thread(row: Any) -> Thread:
-    return Thread(
-        environment=row["environment"],
-        account_id=row["account_id"],
-        thread_id=row["thread_id"],
-        agent_id=row["agent_id"],
-        user_id=row["user_id"],
-        metadata=row["metadata"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-    )
+from sinks.postgres.threads import thread_of
 
 
 def _agent(row: Any) -> AgentRecord:
@@ -70,7 +58,7 @@ class PostgresAccountRestore:
                 thread.updated_at,
             )
             if row is not None:
-                return _thread(row), True
+                return thread_of(row), True
             row = await conn.fetchrow(
                 f"""SELECT {_THREAD_COLUMNS} FROM threads
                     WHERE environment = $1 AND account_id = $2 AND thread_id = $3""",
@@ -78,7 +66,7 @@ class PostgresAccountRestore:
                 thread.account_id,
                 thread.thread_id,
             )
-            return _thread(row), False
+            return thread_of(row), False
 
     async def restore_agent(
         self,

@@ -18,7 +18,8 @@ _COLUMNS = "environment, account_id, thread_id, agent_id, user_id, metadata, cre
 _KEY = "environment = $1 AND account_id = $2 AND thread_id = $3"
 
 
-def _thread(row: Any) -> Thread:
+def thread_of(row: Any) -> Thread:
+    """A `threads` row as a `Thread`."""
     return Thread(
         environment=row["environment"],
         account_id=row["account_id"],
@@ -41,7 +42,7 @@ class PostgresThreadStore:
         row = await self._pool.fetchrow(
             f"SELECT {_COLUMNS} FROM threads WHERE {_KEY}", environment, account_id, thread_id
         )
-        return None if row is None else _thread(row)
+        return None if row is None else thread_of(row)
 
     async def delete(self, environment: str, account_id: str, thread_id: str) -> bool:
         """Delete the row (its NOTIFY evicts the nodes' cached copies: migration 0009)."""
@@ -76,12 +77,12 @@ class PostgresThreadStore:
                 metadata,
             )
             if row is not None:
-                return _thread(row), bool(row["inserted"])
+                return thread_of(row), bool(row["inserted"])
             # The thread exists with another agent/user: nothing was written; report what is stored.
             existing = await conn.fetchrow(
                 f"SELECT {_COLUMNS} FROM threads WHERE {_KEY}", environment, account_id, thread_id
             )
-            return _thread(existing), False
+            return thread_of(existing), False
 
     @asynccontextmanager
     async def creating(
@@ -103,7 +104,7 @@ class PostgresThreadStore:
                 row = await conn.fetchrow(
                     f"SELECT {_COLUMNS} FROM threads WHERE {_KEY}", environment, account_id, thread_id
                 )
-            yield _thread(row)
+            yield thread_of(row)
 
     async def list_threads(
         self,
@@ -128,7 +129,7 @@ class PostgresThreadStore:
             after,
             limit,
         )
-        return [_thread(row) for row in rows]
+        return [thread_of(row) for row in rows]
 
     async def agent_ids(self, environment: str, account_id: str) -> list[str]:
         rows = await self._pool.fetch(
@@ -160,4 +161,4 @@ class PostgresThreadStore:
                 thread_id,
                 update(current),
             )
-            return _thread(row)
+            return thread_of(row)
