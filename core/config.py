@@ -20,7 +20,7 @@ from datetime import time
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -29,6 +29,7 @@ from pydantic_settings import (
 )
 
 from core.ids import ENVIRONMENT
+from core.sharding.shards import MAX_SHARDS, check_shard, shard_journal_url
 
 _TOPIC_PREFIX_RE = re.compile(r"[A-Za-z0-9._-]{1,100}")
 
@@ -214,6 +215,15 @@ class Settings(BaseSettings):
         "this long at the latest",
     )
 
+    journal_shards: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_SHARDS,
+        description="how many journals (shards) the threads are spread over, each with its own "
+        "writer and relay (`core.sharding.shards`); recorded in the journal on first start and "
+        "fixed from then on: resharding is not supported",
+    )
+
     # journal tuning
     journal_flush_interval_ms: int = 2
     journal_max_message_bytes: int = 1_000_000
@@ -232,6 +242,12 @@ class Settings(BaseSettings):
         if value and not _TOPIC_PREFIX_RE.fullmatch(value):
             raise ValueError("topic_prefix may only contain A-Z, a-z, 0-9, '.', '_' and '-'")
         return value
+
+    @model_validator(mode="after")
+    def _check_shard_journals(self) -> Settings:
+        if self.journal_shards > 1:
+            shard_journal_url(self.journal, 1)  # a URL with no room for siblings: ValueError
+        return self
 
     @classmethod
     def settings_customise_sources(
@@ -299,7 +315,12 @@ class Settings(BaseSettings):
 
     @property
     def journal(self) -> str:
+        """The journal URL of shard 0 (the whole journal when `journal_shards` is 1)."""
         return self.journal_url or f"file://{self.data_path / 'journal'}"
+
+    def shard_journal(self, shard: int) -> str:
+        """The journal URL of `shard` (`core.sharding.shards.shard_journal_url`)."""
+        return shard_journal_url(self.journal, check_shard(shard, self.journal_shards))
 
     def topic(self, name: str) -> str:
         """The broker-side name of a topic declared in topics.yaml."""
@@ -327,6 +348,7 @@ class Settings(BaseSettings):
             "clickhouse": mask_url(self.clickhouse),
             "object_store": mask_url(self.object_store),
             "journal": mask_url(self.journal),
+            "journal_shards": self.journal_shards,
             "chat_model": f"{self.chat_model.provider}:{self.chat_model.model}",
             "embedding_model": f"{self.embedding_model.provider}:{self.embedding_model.model}",
             "api": f"http://{self.api_host}:{self.api_port}",

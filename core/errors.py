@@ -96,6 +96,26 @@ class JournalUnavailable(MemstreamError):
     code = "journal_unavailable"
 
 
+class ShardNotLocal(StoreUnavailable):
+    """The thread's journal shard (`core.sharding.shards.shard_of`) is not open in this process:
+    another node owns it, or it is moving between nodes. Nothing was read or written; the owner
+    serves the call (waiting cures it while the shard moves)."""
+
+    code = "shard_not_local"
+
+    def __init__(self, shard: int, message: str | None = None) -> None:
+        super().__init__(message or f"journal shard {shard} is not open on this node")
+        self.shard = shard
+
+
+class JournalShardsMismatch(MemstreamError):
+    """The journal shard count configured (`MEMSTREAM_JOURNAL_SHARDS`) is not the one the journal
+    was created with, or a shard's journal holds another shard: nothing was opened for writing
+    beyond the check. Resharding is not supported."""
+
+    code = "journal_shards_mismatch"
+
+
 def error_chain(exc: BaseException) -> Iterator[BaseException]:
     """`exc`, then what it was raised from: its `__cause__`, else its `__context__` unless that was
     suppressed (`raise ... from None`). Each error once (a cycle ends the walk)."""

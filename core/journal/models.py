@@ -1,7 +1,8 @@
 """The journal's message model and its validation rules.
 
 `NewMessage` is what a caller sends; `Message` is what the journal stores and publishes, with the
-ids of its tenancy scope, its per-thread `offset`, the journal-wide `seq` (relay order), its
+ids of its tenancy scope, its per-thread `offset`, the `seq` of its journal shard (relay order;
+`shard`: `core.sharding.shards`), its
 `created_at` (the time of the append, or the original time the caller gave: imports of earlier
 conversations keep their times, while the order stays the journal's) and its exact o200k
 `token_count`.
@@ -179,14 +180,30 @@ class Message(BaseModel):
     user_id: StoredId | None
     thread_id: StoredId
     offset: int = Field(ge=0, description="per-thread, 0-based, gap-free, increasing")
-    seq: int = Field(ge=1, description="journal-wide append sequence (relay order)")
+    seq: int = Field(ge=1, description="the append sequence of the message's journal shard (relay order)")
     role: Role
     content: str
     reasoning: str | None = None
     tool_call: ToolCall | None = None
     created_at: datetime
     token_count: int = Field(ge=0)
+    shard: int = Field(
+        default=0,
+        ge=0,
+        lt=256,  # core.sharding.shards.MAX_SHARDS (core.sharding imports this package)
+        description="the journal shard that stores the thread (`seq` counts within it); 0 with one shard",
+    )
 
     @property
     def thread(self) -> ThreadRef:
         return ThreadRef(environment=self.environment, account_id=self.account_id, thread_id=self.thread_id)
+
+    def stored_json(self) -> bytes:
+        """The JSON the journal stores and the topic carries: `shard` only when it is not 0, so that
+        a deployment of one shard writes exactly what releases before shards wrote (and read)."""
+        if self.shard == 0:
+            return self.model_dump_json(exclude=_NO_SHARD).encode("utf-8")
+        return self.model_dump_json().encode("utf-8")
+
+
+_NO_SHARD = {"shard"}

@@ -1,8 +1,10 @@
 """`journal.messages` (schema in topics.yaml):
 - key: `thread_id` as UTF-8 bytes;
-- value: the JSON of `core.journal.models.Message` with `"schema_version": 1` added;
-- header `message_id`: the message id as UTF-8 bytes (the relay adds the progress headers `seq`,
-  `prev_seq` and `partitions`: `streams.sequencing`).
+- value: the JSON of `core.journal.models.Message` with `"schema_version": 1` added (`shard` only
+  when it is not 0: `Message.stored_json`; a record without it is of shard 0, as every record
+  written before shards existed);
+- header `message_id`: the message id as UTF-8 bytes (the relay adds the progress headers `shard`,
+  `seq`, `prev_seq` and `partitions`: `streams.sequencing`).
 
 `encode` is on the relay's hot path and does not validate against the JSON schema (the `Message`
 model already guarantees it; tests check every encoded payload against topics.yaml). `decode` is
@@ -33,7 +35,7 @@ _VERSION_PREFIX = b'{"schema_version":%d,' % SCHEMA_VERSION
 
 def encode(message: Message) -> EncodedEvent:
     """The record of `message` (key thread_id, JSON value, message_id header)."""
-    body = message.model_dump_json().encode("utf-8")
+    body = message.stored_json()
     return EncodedEvent(
         key=message.thread_id.encode("utf-8"),
         value=_VERSION_PREFIX + body[1:],

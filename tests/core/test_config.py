@@ -118,3 +118,30 @@ def test_topic_replication_factor_must_be_positive() -> None:
     assert Settings(topic_replication_factor=3).topic_replication_factor == 3
     with pytest.raises(ValidationError, match="topic_replication_factor"):
         Settings(topic_replication_factor=0)
+
+
+def test_journal_shards_default_to_one_and_name_a_journal_each(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    assert settings.journal_shards == 1
+    assert settings.shard_journal(0) == settings.journal
+    with pytest.raises(ValueError, match="shard 1 is not one of the 1 journal shards"):
+        settings.shard_journal(1)
+    three = Settings(data_dir=tmp_path, journal_shards=3, journal_url="s3://bucket/journal")
+    assert [three.shard_journal(k) for k in range(3)] == [
+        "s3://bucket/journal",
+        "s3://bucket/journal-shard-1",
+        "s3://bucket/journal-shard-2",
+    ]
+    assert three.describe()["journal_shards"] == 3
+
+
+@pytest.mark.parametrize("shards", [0, 257])
+def test_journal_shards_out_of_range_are_refused(shards: int) -> None:
+    with pytest.raises(ValidationError, match="journal_shards"):
+        Settings(journal_shards=shards)
+
+
+def test_several_shards_need_a_journal_url_with_room_for_siblings() -> None:
+    with pytest.raises(ValidationError, match="no directory or prefix"):
+        Settings(journal_shards=2, journal_url="s3://bucket")
+    assert Settings(journal_shards=1, journal_url="s3://bucket").journal == "s3://bucket"

@@ -58,7 +58,7 @@ def test_shipped_registry_declares_the_journal_topic() -> None:
     spec = registry.get("journal.messages")
     assert spec.partitions >= 1 and spec.replication_factor == 1
     assert spec.schema_version == 1
-    assert spec.headers.keys() == {"message_id", "seq", "prev_seq", "partitions"}
+    assert spec.headers.keys() == {"message_id", "shard", "seq", "prev_seq", "partitions"}
     assert spec.config["cleanup.policy"] == "delete"
     assert default_registry() is default_registry()
 

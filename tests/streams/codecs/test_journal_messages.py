@@ -117,3 +117,20 @@ def test_values_as_encoded_decode_as_the_full_path_does(old: bytes, new: bytes) 
     assert value.count(old) == 1
     changed = value.replace(old, new)
     assert outcome(changed) == outcome(changed.decode("utf-8"))
+
+
+def test_a_message_of_shard_0_is_encoded_as_before_shards_and_others_carry_their_shard() -> None:
+    """One shard writes exactly the records of releases before shards (their consumers, which
+    refuse unknown fields, read them); a message of another shard carries `shard`, and a record
+    without it decodes as shard 0."""
+    plain = make()
+    value = json.loads(encode(plain).value)
+    assert "shard" not in value
+    assert decode(encode(plain).value).shard == 0
+    sharded = make(shard=3)
+    value = json.loads(encode(sharded).value)
+    assert value["shard"] == 3
+    REGISTRY.validate("journal.messages", value)
+    assert decode(encode(sharded).value) == sharded
+    with pytest.raises(InvalidEvent, match="shard"):
+        decode(encode(plain).value.replace(b'"schema_version":1,', b'"schema_version":1,"shard":256,'))
