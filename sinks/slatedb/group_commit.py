@@ -106,9 +106,11 @@ class GroupCommit:
         write_timeout_s: float,
         storage_errors: Callable[[str], AbstractContextManager[None]],
         fenced_error: Callable[[], MemstreamError],
+        shard: int = 0,
     ) -> None:
         self._db = db
         self._url = url
+        self._shard = shard
         self.write_timeout_s = write_timeout_s
         """Bound on the wait for durability of one group (JournalUnavailable when exceeded)."""
         self._storage_errors = storage_errors
@@ -358,10 +360,11 @@ class GroupCommit:
                     tool_call=item.new.tool_call,
                     created_at=item.new.created_at or now,
                     token_count=item.token_count,
+                    shard=self._shard,
                 )
                 row_key = prefix + keys.offset_suffix(offset)
                 id_key = keys.message_id_key(thread.environment, thread.account_id, item.message_id)
-                row = message.model_dump_json().encode("utf-8")
+                row = message.stored_json()
                 plan.rows.append((row_key, row))
                 plan.written.append((message, len(row)))
                 plan.rows.append((keys.seq_key(plan.last_seq), row_key))

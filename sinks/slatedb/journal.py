@@ -34,10 +34,12 @@ from core.errors import JournalFenced, JournalUnavailable, MemstreamError
 from core.journal.append_rules import check_messages
 from core.journal.models import Message, NewMessage, ThreadRef
 from core.journal.tokens import count_tokens, message_text_size, message_token_count
+from core.sharding.shards import MAX_SHARDS, check_shard
 from core.stores.deletions import JournalDeletion
 from sinks.slatedb import keys
 from sinks.slatedb.binding import READ, is_fenced, speed_up_byte_copy
 from sinks.slatedb.group_commit import GroupCommit, Item, JournalStats
+from sinks.slatedb.layout import check_layout
 from sinks.slatedb.objectstore import build_object_store
 from sinks.slatedb.scans import check_count, check_offset, last_rows, messages_after, messages_from_seq
 
@@ -55,9 +57,12 @@ class SlateJournal:
     retry with the same message_ids then returns them.
     """
 
-    def __init__(self, db: Db, url: str, *, max_message_bytes: int, write_timeout_s: float) -> None:
+    def __init__(
+        self, db: Db, url: str, *, max_message_bytes: int, write_timeout_s: float, shard: int = 0
+    ) -> None:
         self._db = db
         self._url = url
+        self._shard = shard
         self._max_message_bytes = max_message_bytes
         self._commits = GroupCommit(
             db,
@@ -65,6 +70,7 @@ class SlateJournal:
             write_timeout_s=write_timeout_s,
             storage_errors=self._storage_errors,
             fenced_error=self._fenced_error,
+            shard=shard,
         )
         self._fenced = False
         self._db_closed: CloseReason | None = None
@@ -83,17 +89,23 @@ class SlateJournal:
         flush_interval_ms: int = 2,
         max_message_bytes: int = 1_000_000,
         write_timeout_s: float = 30.0,
+        shard: int = 0,
+        shards: int | None = None,
     ) -> SlateJournal:
         """Open (or create) the journal at `url` (`file:///abs/dir` or `s3://bucket/prefix`).
 
         Opening fences any other writer of the same journal. `flush_interval_ms` is SlateDB's WAL
         flush interval: the floor of a lone append's latency. `write_timeout_s` bounds the wait
-        for durability of one group (JournalUnavailable when exceeded).
+        for durability of one group (JournalUnavailable when exceeded). The journal is shard
+        `shard` (its messages carry it: `Message.shard`); with `shards`, the journal must be that
+        shard of that count, recorded in it on first open (`sinks.slatedb.layout`:
+        JournalShardsMismatch otherwise, the writer closed again).
         """
         if flush_interval_ms < 1:
             raise ValueError("flush_interval_ms must be >= 1")
         if max_message_bytes < 1:
             raise ValueError("max_message_bytes must be >= 1")
+        check_shard(shard, shards if shards is not None else MAX_SHARDS)
         speed_up_byte_copy()
         location = build_object_store(url, s3)
         settings = Settings.default()
@@ -104,8 +116,13 @@ class SlateJournal:
             db = await builder.build()
         except SlateError as exc:
             raise JournalUnavailable(f"cannot open the journal at {url}: {exc}") from exc
-        journal = cls(db, url, max_message_bytes=max_message_bytes, write_timeout_s=write_timeout_s)
+        journal = cls(
+            db, url, max_message_bytes=max_message_bytes, write_timeout_s=write_timeout_s, shard=shard
+        )
         try:
+            if shards is not None:
+                with journal._storage_errors("checking which shard it is"):
+                    await check_layout(db, url, shard, shards, write_timeout_s)
             with journal._storage_errors("recovering the last seq"):
                 await asyncio.gather(
                     journal._commits.recover(),
@@ -133,6 +150,11 @@ class SlateJournal:
     @property
     def url(self) -> str:
         return self._url
+
+    @property
+    def shard(self) -> int:
+        """The journal shard this is (`core.sharding.shards`; 0 with one shard)."""
+        return self._shard
 
     @property
     def stats(self) -> JournalStats:
@@ -236,6 +258,10 @@ class SlateJournal:
         """The highest durable seq (0 when empty)."""
         self._check_usable()
         return self._commits.durable_seq
+
+    async def ready(self) -> None:
+        """Return when the journal takes calls; JournalFenced or JournalUnavailable otherwise (no I/O)."""
+        self._check_usable()
 
     # ---- deletion ------------------------------------------------------------------------------
 

@@ -13,6 +13,8 @@ never matches a longer id (thread `t1` does not match thread `t10`). Numbers are
     x/{env}/{account}/{thread}                ->  the thread was deleted: the highest seq deleted
     f/seq                                     ->  the seq floor: the highest seq allocated when a
                                                   thread was last deleted, decimal ASCII
+    l/shards                                  ->  which journal shard this is: `{shard}/{shards}`,
+                                                  ASCII (`sinks.slatedb.layout`)
 
 Why the seq index and the message-id index hold pointers rather than copies of the message: the
 message body is written (and copied byte by byte through the Python binding) exactly once, so
@@ -42,6 +44,8 @@ MESSAGE_ID_ROOT = b"i/"
 CURSOR_ROOT = b"c/"
 SEQ_FLOOR_KEY = b"f/seq"
 """Seqs are never allocated at or below this (`sinks.slatedb.thread_delete`)."""
+LAYOUT_KEY = b"l/shards"
+"""The shard this journal is and the shard count it was created with (`sinks.slatedb.layout`)."""
 
 _HEX_WIDTH = 16
 MAX_NUMBER = (1 << 64) - 1

@@ -28,11 +28,18 @@ from slatedb.uniffi import DbReader, DbReaderBuilder, ReaderMode, ReaderOptions
 from slatedb.uniffi import Error as SlateError
 
 from core.config import S3Settings
-from core.errors import JournalReadOnly, JournalUnavailable, StoreUnavailable, ThreadDeleted
+from core.errors import (
+    JournalReadOnly,
+    JournalShardsMismatch,
+    JournalUnavailable,
+    StoreUnavailable,
+    ThreadDeleted,
+)
 from core.journal.models import Message, NewMessage, ThreadRef
 from core.stores.deletions import JournalDeletion
 from sinks.slatedb import keys
 from sinks.slatedb.binding import ALL, DURABLE_DESC, READ, speed_up_byte_copy, take
+from sinks.slatedb.layout import recorded_layout
 from sinks.slatedb.objectstore import build_object_store
 from sinks.slatedb.scans import check_count, check_offset, last_rows, messages_after, messages_from_seq
 from sinks.slatedb.thread_delete import read_seq_floor
@@ -65,9 +72,13 @@ class SlateJournalReader:
         s3: S3Settings | None = None,
         poll_interval_ms: int = DEFAULT_POLL_INTERVAL_MS,
         visibility_timeout_s: float = DEFAULT_VISIBILITY_TIMEOUT_S,
+        shard: int = 0,
+        shards: int | None = None,
     ) -> SlateJournalReader:
         """Open a reader of the journal at `url` (`file:///abs/dir` or `s3://bucket/prefix`), which
-        must exist (its writer created it): JournalUnavailable otherwise."""
+        must exist (its writer created it): JournalUnavailable otherwise. With `shards`, a journal
+        that records another layout than shard `shard` of `shards` is refused
+        (JournalShardsMismatch, `sinks.slatedb.layout`)."""
         if poll_interval_ms < 1:
             raise ValueError("poll_interval_ms must be >= 1")
         if visibility_timeout_s <= 0:
@@ -88,7 +99,21 @@ class SlateJournalReader:
             db = await builder.build()
         except SlateError as exc:
             raise JournalUnavailable(f"cannot open a reader of the journal at {url}: {exc}") from exc
-        return cls(db, url, poll_interval_ms=poll_interval_ms, visibility_timeout_s=visibility_timeout_s)
+        reader = cls(db, url, poll_interval_ms=poll_interval_ms, visibility_timeout_s=visibility_timeout_s)
+        if shards is not None:
+            try:
+                with reader._storage_errors("checking which shard it is"):
+                    recorded, _ = await recorded_layout(db, url)
+                if recorded is not None and recorded != (shard, shards):
+                    raise JournalShardsMismatch(
+                        f"the journal at {url} is shard {recorded[0]} of {recorded[1]}, and this process "
+                        f"expects shard {shard} of {shards}: give it the node's MEMSTREAM_JOURNAL_SHARDS "
+                        "and MEMSTREAM_JOURNAL_URL"
+                    )
+            except BaseException:
+                await reader.close()
+                raise
+        return reader
 
     async def close(self) -> None:
         """Shut the reader down. Idempotent."""
@@ -142,6 +167,10 @@ class SlateJournalReader:
             rows = await take(iterator, 1)
             floor = await read_seq_floor(self._db)
         return max(keys.seq_of(rows[0].key) if rows else 0, floor)
+
+    async def ready(self) -> None:
+        """Return while the reader is open; JournalUnavailable once closed (no I/O)."""
+        self._check_open()
 
     async def get_cursor(self, name: str) -> int:
         """A named cursor as visible here; 0 when never set."""

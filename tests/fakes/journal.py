@@ -47,8 +47,10 @@ def _count(value: int, name: str, low: int = 0) -> None:
 class InMemoryJournal:
     """See the module doc."""
 
-    def __init__(self, *, max_message_bytes: int = 1_000_000) -> None:
+    def __init__(self, *, max_message_bytes: int = 1_000_000, shard: int = 0) -> None:
         self.max_message_bytes = max_message_bytes
+        self.shard = shard
+        """The journal shard this is: its messages carry it (`Message.shard`)."""
         self.threads: dict[ThreadKey, list[Message]] = {}
         self.by_seq: list[Message] = []
         self._last_seq = 0
@@ -111,6 +113,7 @@ class InMemoryJournal:
                 tool_call=new.tool_call,
                 created_at=new.created_at or now,
                 token_count=message_token_count(new),
+                shard=self.shard,
             )
             rows.append(message)
             self.by_seq.append(message)
@@ -148,6 +151,9 @@ class InMemoryJournal:
     async def last_seq(self) -> int:
         self._usable()
         return self._last_seq
+
+    async def ready(self) -> None:
+        self._usable()
 
     async def delete_thread(self, thread: ThreadRef) -> JournalDeletion:
         self._usable()
