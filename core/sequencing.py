@@ -28,6 +28,18 @@ idle partition from pinning W: a partition that received nothing since the pass 
 b_p = the pass start, and a partition whose last record was processed has d_p = b_p; both are
 lifted to the relay's cursor. A partition with unprocessed records keeps d_p below b_p and holds W
 back, as it must. Every value only ever rises; a fact from any pass or broker stays true.
+
+Shards (`core.sharding.shards`). A deployment of N journal shards has N journals, each numbering
+its own seqs 1, 2, 3, ... and each with a relay of its own, all publishing to the same topic with
+the same partition mapping, so the records of several shards interleave in one partition. Every
+fact above is about the seqs of ONE shard: the stamp carries its `shard`, a relay's
+`PartitionBounds` are its shard's, and a consumer keeps `done` values d_(k,p) and a watermark W_k
+per shard k. Within a partition the records of shard k still arrive in shard k's seq order within
+a pass (one relay, one idempotent producer, per shard), and the records of other shards are not
+seqs of shard k: they neither extend nor break shard k's chain. So the argument above holds for
+each shard on its own, with every value indexed by the shard; a seq missing in one shard holds
+back that shard's chain and watermark only. With one shard everything is shard 0, as it was
+before shards existed (a record without a shard header is of shard 0).
 """
 
 from __future__ import annotations
@@ -47,30 +59,34 @@ def partition_for(key: bytes, partitions: int) -> int:
 @dataclass(frozen=True, slots=True)
 class Stamp:
     """What a record's headers say (module doc): its `seq`, its partition's `prev` bound, and the
-    partition count `partitions` of the mapping."""
+    partition count `partitions` of the mapping, all within its journal `shard`."""
 
     seq: int
     prev: int
     partitions: int
+    shard: int = 0
 
 
 @dataclass(frozen=True)
 class PartitionBounds:
-    """The relay's facts after publishing up to `cursor` (module doc): `bounds[p]` bounds every seq
-    routed to partition p that is <= `cursor`."""
+    """The facts of the relay of journal `shard` after publishing up to `cursor` (module doc):
+    `bounds[p]` bounds every seq of the shard routed to partition p that is <= `cursor`."""
 
     partitions: int
     cursor: int
     bounds: tuple[int, ...]
+    shard: int = 0
 
     def __post_init__(self) -> None:
         if len(self.bounds) != self.partitions or self.partitions < 1:
             raise ValueError("bounds must have one value per partition")
+        if self.shard < 0:
+            raise ValueError("shard must be >= 0")
 
     @classmethod
-    def start(cls, partitions: int, cursor: int) -> PartitionBounds:
+    def start(cls, partitions: int, cursor: int, shard: int = 0) -> PartitionBounds:
         """A pass starting after `cursor`: every seq <= cursor is trivially <= cursor."""
-        return cls(partitions, cursor, (cursor,) * partitions)
+        return cls(partitions, cursor, (cursor,) * partitions, shard)
 
     def stamp(self, records: Sequence[tuple[int, bytes]]) -> tuple[list[tuple[int, Stamp]], PartitionBounds]:
         """(partition, stamp) for each `(seq, key)` of `records` (ascending seqs after `cursor`),
@@ -86,16 +102,18 @@ class PartitionBounds:
             if seq > expected:  # unknown routing of expected..seq-1
                 bounds = [max(bound, seq - 1) for bound in bounds]
             partition = partition_for(key, self.partitions)
-            out.append((partition, Stamp(seq=seq, prev=bounds[partition], partitions=self.partitions)))
+            stamp = Stamp(seq=seq, prev=bounds[partition], partitions=self.partitions, shard=self.shard)
+            out.append((partition, stamp))
             bounds[partition] = seq
             expected = seq + 1
         cursor = records[-1][0] if records else self.cursor
-        return out, PartitionBounds(self.partitions, cursor, tuple(bounds))
+        return out, PartitionBounds(self.partitions, cursor, tuple(bounds), self.shard)
 
 
 @dataclass(frozen=True, slots=True)
 class Mark:
-    """One partition's bound as stored by the relay: every seq of it <= `cursor` is <= `bound`."""
+    """One partition's bound as stored by a shard's relay: every seq of the shard routed to it that
+    is <= `cursor` is <= `bound`."""
 
     bound: int
     cursor: int
@@ -104,9 +122,10 @@ class Mark:
 def lift(
     partitions: int, marks: Mapping[int, Mark], done: Mapping[int, int], watermark: int
 ) -> tuple[dict[int, int], int]:
-    """A group's per-partition `done` values raised by the relay's `marks`, and its new watermark
-    (module doc). Partitions without a mark keep their value; W rises only when all `partitions`
-    are known (a partition with neither mark nor value counts as `watermark`)."""
+    """A group's per-partition `done` values of one shard raised by that shard's relay's `marks`,
+    and its new watermark of the shard (module doc). Partitions without a mark keep their value; W
+    rises only when all `partitions` are known (a partition with neither mark nor value counts as
+    `watermark`)."""
     lifted: dict[int, int] = {}
     for partition in range(partitions):
         value = max(done.get(partition, 0), watermark)

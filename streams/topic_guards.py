@@ -3,11 +3,13 @@
 A guard keeps the identity (fingerprint) of the topic its progress was confirmed on, and refills
 the topic from its source of truth when the check finds another one.
 
-- `JournalTopicGuard`: identity kept in the journal beside the relay's cursor (cursor
+- `JournalTopicGuard`: one per journal shard (`core.sharding.shards`), over the shard's journal
+  and relay. Identity kept in the shard's journal beside the relay's cursor (cursor
   `{relay cursor}.topic`, so it travels with the cursor between nodes sharing a journal). Refill:
-  rewind the relay to the lowest watermark of the journal's consumer groups (`low_watermark`,
-  `sinks.postgres.progress`), never above its cursor, and record that seq as the topic's floor
-  (`{relay cursor}.floor`: the topic may lack seqs at or below it). `ensure_full_history()`
+  rewind the relay to the lowest watermark of the shard among the journal's consumer groups
+  (`low_watermark`, `sinks.postgres.progress`), never above its cursor, and record that seq as the
+  topic's floor of the shard (`{relay cursor}.floor`: the topic may lack seqs of the shard at or
+  below it). Each shard is refilled from its own checkpoint. `ensure_full_history()`
   republishes from seq 1 when the floor is above 0 (what `memstream rebuild clickhouse` needs).
   While the topic stays the same, each check also catches up (`catch_up`): a group whose
   watermark fell below the floor (its progress was dropped because its store is new -
@@ -45,7 +47,7 @@ COMPACTION_TOPICS = ("compaction.requested", "compaction.flushed")
 class WatermarkSource(Protocol):
     """The lowest watermark of consumer groups (`sinks.postgres.progress.PostgresProgress`)."""
 
-    async def low_watermark(self, group_ids: Sequence[str], topic: str) -> int: ...
+    async def low_watermark(self, group_ids: Sequence[str], topic: str, shard: int = 0) -> int: ...
 
 
 class TopicGuard(abc.ABC):
@@ -75,7 +77,8 @@ class TopicGuard(abc.ABC):
 
 
 class JournalTopicGuard(TopicGuard):
-    """`journal.messages` (module doc). `groups`: the consumer groups of the topic."""
+    """`journal.messages` for the shard of `relay` (module doc). `groups`: the consumer groups of
+    the topic."""
 
     name = JOURNAL_TOPIC
 
@@ -102,14 +105,18 @@ class JournalTopicGuard(TopicGuard):
         if cursor == 0:
             return None
         try:
-            low = await self.watermarks.low_watermark(self.groups, self.relay.topic)
+            low = await self.watermarks.low_watermark(self.groups, self.relay.topic, self.relay.shard)
         except Exception as exc:
-            log.warning("cannot read the consumer groups' watermarks (%r): republishing from the start", exc)
+            log.warning(
+                "cannot read the consumer groups' watermarks (%r): republishing %s from the start",
+                exc,
+                self.relay.journal_name,
+            )
             low = 0
         target = min(low, cursor)
         await self._republish_after(target)
         return (
-            f"republishing the journal from seq {target + 1} (the lowest watermark of "
+            f"republishing {self.relay.journal_name} from seq {target + 1} (the lowest watermark of "
             f"{', '.join(self.groups)}; the relay had published up to seq {cursor})"
         )
 
@@ -120,12 +127,12 @@ class JournalTopicGuard(TopicGuard):
         floor = await self.journal.get_cursor(self.floor_cursor)
         if floor == 0:
             return None
-        low = await self.watermarks.low_watermark(self.groups, self.relay.topic)
+        low = await self.watermarks.low_watermark(self.groups, self.relay.topic, self.relay.shard)
         if low >= floor:
             return None
         await self._republish_after(low)
         return (
-            f"republishing the journal from seq {low + 1}: the lowest watermark of "
+            f"republishing {self.relay.journal_name} from seq {low + 1}: the lowest watermark of "
             f"{', '.join(self.groups)} fell below what the topic holds (seqs above {floor})"
         )
 
@@ -145,7 +152,12 @@ class JournalTopicGuard(TopicGuard):
         with contextlib.suppress(ValueError):
             await self.relay.rewind(0)  # (nothing to interrupt: the topic is the right one)
         await self.journal.set_cursor(self.floor_cursor, 0)
-        log.info("republishing the journal from seq 1: %s lacked seqs up to %d", self.relay.topic, floor)
+        log.info(
+            "republishing %s from seq 1: %s lacked seqs up to %d",
+            self.relay.journal_name,
+            self.relay.topic,
+            floor,
+        )
         return True
 
 

@@ -13,8 +13,9 @@ source of truth, then stores the new identity (in that order, so a crash in betw
 on the next check). When nothing was stored yet (a deployment that predates this check) on a topic
 that existed before this check, the topic is trusted as it was and its identity recorded.
 
-The guards (`streams.topic_guards`): `journal.messages` (identity beside the relay's cursor in the
-journal), `memory.entries` and the two compaction topics (identity in Postgres).
+The guards (`streams.topic_guards`): `journal.messages` (one per journal shard: identity beside
+the shard's relay cursor in its journal), `memory.entries` and the two compaction topics (identity
+in Postgres).
 
 A replaced topic (a refill, not the first identity recorded) also gets its consumers restarted
 before the refill, when `restart_consumers` is set (the node sets it once its processors exist:
@@ -104,9 +105,10 @@ class TopicSync:
         refilled: list[str] = []
         async with self._lock:
             found = [await self._inspect(guard, guard.name in created) for guard in self.guards]
-            await self._restart_consumers([state.guard.name for state in found if state.replaced])
+            replaced = dict.fromkeys(state.guard.name for state in found if state.replaced)
+            await self._restart_consumers(list(replaced))  # once per topic (a guard per journal shard)
             for state in found:
-                if await self._settle(state):
+                if await self._settle(state) and state.guard.name not in refilled:
                     refilled.append(state.guard.name)
         return refilled
 

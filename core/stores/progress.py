@@ -1,7 +1,10 @@
 """Where progress through the journal is kept outside the broker (`core.sequencing` says what the
-values mean): the relay's partition bounds (`BoundsStore`) and each consumer group's done values and
+values mean): the relays' partition bounds (`BoundsStore`) and each consumer group's done values and
 watermarks (`ProgressStore`, kept by `streams.runtime.progress.ProgressTracker`). The adapter is
 `sinks.postgres.progress.PostgresProgress`.
+
+Every value belongs to one journal shard (`core.sharding.shards`): seqs count within a shard, so a
+topic's progress is kept per (topic, shard); with one shard everything is shard 0.
 """
 
 from __future__ import annotations
@@ -12,13 +15,16 @@ from typing import Protocol
 
 from core.sequencing import PartitionBounds
 
-PartitionKey = tuple[str, int, int]
-"""(broker-side topic, partition count of the mapping, partition)."""
+PartitionKey = tuple[str, int, int, int]
+"""(broker-side topic, journal shard, partition count of the mapping, partition)."""
+
+ShardKey = tuple[str, int]
+"""(broker-side topic, journal shard): what a watermark belongs to."""
 
 
 @dataclass(frozen=True)
 class TopicProgress:
-    """A group's progress on one topic under one partition count, as stored."""
+    """A group's progress on one topic and shard under one partition count, as stored."""
 
     watermark: int
     done: Mapping[int, int]
@@ -26,9 +32,9 @@ class TopicProgress:
 
 @dataclass
 class GroupProgress:
-    """Everything stored for a group: watermarks per topic, done values per partition."""
+    """Everything stored for a group: watermarks per (topic, shard), done values per partition."""
 
-    watermarks: dict[str, int] = field(default_factory=dict)
+    watermarks: dict[ShardKey, int] = field(default_factory=dict)
     done: dict[PartitionKey, int] = field(default_factory=dict)
 
 
@@ -40,10 +46,11 @@ class ProgressStore(Protocol):
         ...
 
     async def checkpoint(
-        self, group_id: str, topic: str, partitions: int, done: Mapping[int, int]
+        self, group_id: str, topic: str, shard: int, partitions: int, done: Mapping[int, int]
     ) -> TopicProgress:
-        """Raise the stored done values to at least `done`, lift them with the relay's bounds and
-        raise the watermark (`core.sequencing.lift`); returns what is stored afterwards."""
+        """Raise the stored done values of `shard` to at least `done`, lift them with the bounds of
+        the shard's relay and raise the shard's watermark (`core.sequencing.lift`); returns what is
+        stored afterwards."""
         ...
 
     async def claim_scope(self, group_id: str, scope: str) -> bool:
@@ -53,8 +60,12 @@ class ProgressStore(Protocol):
 
 
 class BoundsStore(Protocol):
-    """Where the relay keeps its `PartitionBounds` (`sinks.postgres.progress.PostgresProgress`)."""
+    """Where each shard's relay keeps its `PartitionBounds` (`sinks.postgres.progress.PostgresProgress`)."""
 
-    async def save_bounds(self, topic: str, bounds: PartitionBounds) -> None: ...
+    async def save_bounds(self, topic: str, bounds: PartitionBounds) -> None:
+        """Store `bounds` as the facts of the relay of `bounds.shard` on `topic`."""
+        ...
 
-    async def load_bounds(self, topic: str, partitions: int) -> PartitionBounds | None: ...
+    async def load_bounds(self, topic: str, shard: int, partitions: int) -> PartitionBounds | None:
+        """The stored bounds of `shard`'s relay on `topic` under `partitions`, or None."""
+        ...

@@ -21,6 +21,9 @@ Contract:
   before storing the cursor, it stores its `PartitionBounds` in the `bounds_store` (when given;
   a failed store is logged and does not stop publishing). Consumers turn these into durable
   per-group watermarks, so that a broker that lost the topic is refilled from the lowest one.
+- Shards (`core.sharding.shards`): a relay publishes one journal shard (`shard`); a deployment of
+  N shards runs N relays, each with its own cursor in its own shard's journal, all to the same
+  topic. Stamps and bounds are the shard's (its seqs only), with a `shard` header on every record.
 - A new `Relay` on the same journal resumes from the durable cursor. `rewind(to_seq)` moves the
   cursor back so everything after `to_seq` is published again (e.g. from 0 after the memory-only
   embedded broker restarted and `journal.messages` was created anew).
@@ -109,30 +112,41 @@ class Relay(RelayLoop):
         producer_overrides: Mapping[str, Any] | None = None,
         on_topic_missing: Callable[[], Awaitable[None]] | None = None,
         bounds_store: BoundsStore | None = None,
+        shard: int | None = None,
     ) -> None:
         """`on_topic_missing`, when given, is awaited by `run` (outside any relay lock, so it may call
         `rewind`) whenever a batch failed because `journal.messages` does not exist on the broker,
         e.g. to apply topics.yaml and republish what the broker lost after the memory-only embedded
         broker restarted. `bounds_store` keeps the relay's partition bounds (module doc).
+        `shard`: the journal shard `journal` is (`core.sharding.shards`), stamped on every record
+        and named in the relay's log lines; None: the only journal (shard 0).
         """
+        label = cursor_name if shard is None else f"{cursor_name} (shard {shard})"
         super().__init__(
             settings,
             topic_name(settings, JOURNAL_TOPIC, registry=registry),
             Pace(batch_size, idle_sleep, max_backoff, stall_warning_s),
-            client_id=f"memstream-{cursor_name}",
+            client_id=f"memstream-{cursor_name}" if shard is None else f"memstream-{cursor_name}-{shard}",
             registry=registry,
             producer_overrides=producer_overrides,
-            name=f"relay {cursor_name}",
+            name=f"relay {label}",
             noun="messages",
             log=log,
             kafka_log=kafka_log,
             stall_message="relay %s: %d of %d messages (seq %d..%d) not yet confirmed by %s after "
             "%.0fs; still waiting (is the broker up?)",
-            log_args=(cursor_name,),
+            log_args=(label,),
             error_cb=self._on_client_error,
         )
         self.journal = journal
         self.cursor_name = cursor_name
+        self.shard = shard or 0
+        """The journal shard this relay publishes (its seqs, bounds and stamps are the shard's)."""
+        self.label = label
+        self.sharded = shard is not None
+        """The journal is one shard of several (log lines and hints name the shard)."""
+        self.journal_name = "the journal" if shard is None else f"journal shard {shard}"
+        """How log lines name what this relay publishes."""
         self.idle_sleep = idle_sleep
         self._on_topic_missing = on_topic_missing
         self._bounds_store = bounds_store
@@ -171,6 +185,8 @@ class Relay(RelayLoop):
         batch = await self.journal.read_from_seq(cursor, self.batch_size)
         if not batch:
             return 0
+        if batch[0].shard != self.shard:
+            raise ValueError(f"relay {self.label} read a message of shard {batch[0].shard}: wrong journal")
         async with self._producing(abort) as producer:
             bounds = await self._pass_bounds(producer, cursor, abort)
             stamps, after = bounds.stamp([(m.seq, m.thread_id.encode("utf-8")) for m in batch])
@@ -200,7 +216,7 @@ class Relay(RelayLoop):
             await self.journal.set_cursor(self.cursor_name, to_seq)
             self._cursor = to_seq
             self.stats.rewinds += 1
-            log.info("relay %s rewound from seq %d to %d", self.cursor_name, current, to_seq)
+            log.info("relay %s rewound from seq %d to %d", self.label, current, to_seq)
         self._wake.set()
 
     def interrupt(self) -> None:
@@ -224,7 +240,7 @@ class Relay(RelayLoop):
 
     def _fatal(self, exc: Exception) -> bool:
         if isinstance(exc, JournalFenced):
-            log.error("relay %s stops: the journal is fenced by another writer", self.cursor_name)
+            log.error("relay %s stops: the journal is fenced by another writer", self.label)
             return True
         return False
 
@@ -232,7 +248,7 @@ class Relay(RelayLoop):
         log.warning(
             "relay %s: publishing to %s on %s failed (%s); nothing was skipped, retrying from "
             "seq %s in %.1fs",
-            self.cursor_name,
+            self.label,
             self.topic,
             self.settings.broker_bootstrap,
             self.stats.last_error,
@@ -252,7 +268,7 @@ class Relay(RelayLoop):
         try:
             await self._on_topic_missing()
         except Exception:
-            log.exception("relay %s: the on_topic_missing hook failed; retrying anyway", self.cursor_name)
+            log.exception("relay %s: the on_topic_missing hook failed; retrying anyway", self.label)
 
     def _describe(self, seq: int, record: OutgoingRecord) -> str:
         return f"message seq {seq} ({len(record.value or b'')} bytes)"
@@ -289,15 +305,13 @@ class Relay(RelayLoop):
         stored: PartitionBounds | None = None
         if self._bounds_store is not None:
             try:
-                stored = await self._bounds_store.load_bounds(self.topic, partitions)
+                stored = await self._bounds_store.load_bounds(self.topic, self.shard, partitions)
             except Exception as exc:
-                log.warning(
-                    "relay %s: could not read its stored partition bounds (%r)", self.cursor_name, exc
-                )
+                log.warning("relay %s: could not read its stored partition bounds (%r)", self.label, exc)
         if stored is not None and stored.cursor == cursor:
             self._bounds = stored
         else:
-            self._bounds = PartitionBounds.start(partitions, cursor)
+            self._bounds = PartitionBounds.start(partitions, cursor, self.shard)
         return self._bounds
 
     def _partition_count(self, producer: Producer, aborted: Abort) -> int:
@@ -306,9 +320,7 @@ class Relay(RelayLoop):
         while True:
             reason = aborted()
             if reason is not None:
-                raise RelayAborted(
-                    f"relay {self.cursor_name} {reason} while reading the metadata of {self.topic}"
-                )
+                raise RelayAborted(f"relay {self.label} {reason} while reading the metadata of {self.topic}")
             try:
                 metadata = producer.list_topics(self.topic, timeout=METADATA_WAIT_S)
                 break
@@ -339,7 +351,7 @@ class Relay(RelayLoop):
                 self._bounds_failed_at = now
                 log.warning(
                     "relay %s: could not store its partition bounds (%r); publishing goes on",
-                    self.cursor_name,
+                    self.label,
                     exc,
                 )
 
@@ -350,7 +362,7 @@ class Relay(RelayLoop):
     def _on_client_error(self, err: KafkaError) -> None:
         if err.fatal():
             self._producer_broken.set()
-            log.error("relay %s: producer failed fatally (%s); it will be recreated", self.cursor_name, err)
+            log.error("relay %s: producer failed fatally (%s); it will be recreated", self.label, err)
         elif err.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._TRANSPORT, KafkaError._RESOLVE):
             now = time.monotonic()
             if now - self._unreachable_logged_at < UNREACHABLE_LOG_INTERVAL_S:
@@ -358,7 +370,7 @@ class Relay(RelayLoop):
             self._unreachable_logged_at = now
             log.warning(
                 "relay %s: broker %s unreachable (%s); unconfirmed messages are kept and retried",
-                self.cursor_name,
+                self.label,
                 self.settings.broker_bootstrap,
                 err.str(),
             )

@@ -6,14 +6,16 @@
   (`ProgressStore.claim_scope`): progress made on another store is dropped, so a store created
   anew gets every record again; a claim that fails leaves the tracker disabled for this run
   (nothing skipped, nothing stored);
-- `skippable(record)`: the record's stamp shows a seq the group already processed (seq <= its
-  partition's done value or the group's watermark): the runtime does not hand it to the processor
-  again. This is what makes a republish from the lowest checkpoint cheap for a processor that was
-  ahead: its old records are recognised from their headers, without decoding;
+- `skippable(record)`: the record's stamp shows a seq the group already processed (seq <= the
+  done value of its shard and partition, or the group's watermark of its shard): the runtime does
+  not hand it to the processor again. This is what makes a republish from the lowest checkpoint
+  cheap for a processor that was ahead: its old records are recognised from their headers,
+  without decoding;
 - `advance(records)`: after a batch's effects are durable (processed, dead-lettered or skipped),
-  extend each partition's chain (`core.sequencing`);
-- `checkpoint()`: store what advanced, one `store.checkpoint` call per (topic, partition count)
-  of the batch, and take back the lifted values and the watermark.
+  extend each (shard, partition)'s chain (`core.sequencing`: the records of several journal shards
+  interleave in a partition, each shard's seqs form a chain of their own);
+- `checkpoint()`: store what advanced, one `store.checkpoint` call per (topic, shard, partition
+  count) of the batch, and take back the lifted values and the shard's watermark.
 
 Only records carrying a valid stamp whose partition matches `partition_for(key, partitions)` count
 (records of other topics, or produced by anything but a stamping relay, are ignored). Progress is
@@ -32,7 +34,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from core.sequencing import Stamp, partition_for
-from core.stores.progress import PartitionKey, ProgressStore
+from core.stores.progress import PartitionKey, ProgressStore, ShardKey
 from streams.runtime.processor import Record
 from streams.sequencing import stamp_of
 
@@ -57,8 +59,8 @@ class ProgressTracker:
         self.timeout_s = timeout_s
         self._clock = clock
         self._done: dict[PartitionKey, int] = {}
-        self._watermarks: dict[str, int] = {}
-        self._pending: dict[tuple[str, int], dict[int, int]] = {}
+        self._watermarks: dict[ShardKey, int] = {}
+        self._pending: dict[tuple[str, int, int], dict[int, int]] = {}
         self._retry_at = 0.0
         self._failing = False
         self.skipped = 0
@@ -66,13 +68,14 @@ class ProgressTracker:
         self.disabled = False
         """The scope could not be claimed: nothing is skipped or stored in this run."""
 
-    def watermark(self, topic: str) -> int:
-        """Every journal seq <= this was processed by the group (as far as this tracker knows)."""
-        return self._watermarks.get(topic, 0)
+    def watermark(self, topic: str, shard: int = 0) -> int:
+        """Every seq of journal `shard` <= this was processed by the group (as far as this tracker
+        knows)."""
+        return self._watermarks.get((topic, shard), 0)
 
-    def done(self, topic: str, partitions: int, partition: int) -> int:
-        """Every seq routed to the partition that is <= this was processed (as far as known)."""
-        return max(self._done.get((topic, partitions, partition), 0), self.watermark(topic))
+    def done(self, topic: str, shard: int, partitions: int, partition: int) -> int:
+        """Every seq of `shard` routed to the partition that is <= this was processed (as far as known)."""
+        return max(self._done.get((topic, shard, partitions, partition), 0), self.watermark(topic, shard))
 
     async def load(self, scope: str | None = None) -> None:
         if scope is not None and not await self._claim(scope):
@@ -88,8 +91,8 @@ class ProgressTracker:
             return
         for key, value in stored.done.items():
             self._done[key] = max(self._done.get(key, 0), value)
-        for topic, value in stored.watermarks.items():
-            self._watermarks[topic] = max(self.watermark(topic), value)
+        for (topic, shard), value in stored.watermarks.items():
+            self._watermarks[(topic, shard)] = max(self.watermark(topic, shard), value)
 
     async def _claim(self, scope: str) -> bool:
         try:
@@ -118,7 +121,9 @@ class ProgressTracker:
         if self.disabled:
             return False
         stamp = self._stamp(record)
-        return stamp is not None and stamp.seq <= self.done(record.topic, stamp.partitions, record.partition)
+        return stamp is not None and stamp.seq <= self.done(
+            record.topic, stamp.shard, stamp.partitions, record.partition
+        )
 
     def advance(self, records: Iterable[Record]) -> None:
         """Extend the chains with `records`, in consumption order, whose effects are durable."""
@@ -126,10 +131,11 @@ class ProgressTracker:
             stamp = self._stamp(record)
             if stamp is None:
                 continue
-            done = self.done(record.topic, stamp.partitions, record.partition)
+            done = self.done(record.topic, stamp.shard, stamp.partitions, record.partition)
             if stamp.prev <= done < stamp.seq:
-                self._done[(record.topic, stamp.partitions, record.partition)] = stamp.seq
-                self._pending.setdefault((record.topic, stamp.partitions), {})[record.partition] = stamp.seq
+                self._done[(record.topic, stamp.shard, stamp.partitions, record.partition)] = stamp.seq
+                pending = self._pending.setdefault((record.topic, stamp.shard, stamp.partitions), {})
+                pending[record.partition] = stamp.seq
 
     async def checkpoint(self) -> None:
         """Store what advanced (module doc); never raises for the store's errors."""
@@ -138,10 +144,10 @@ class ProgressTracker:
             return
         if not self._pending or self._clock() < self._retry_at:
             return
-        for (topic, partitions), done in list(self._pending.items()):
+        for (topic, shard, partitions), done in list(self._pending.items()):
             try:
                 stored = await asyncio.wait_for(
-                    self.store.checkpoint(self.group_id, topic, partitions, done), self.timeout_s
+                    self.store.checkpoint(self.group_id, topic, shard, partitions, done), self.timeout_s
                 )
             except Exception as exc:
                 self._retry_at = self._clock() + self.retry_after_s
@@ -154,11 +160,11 @@ class ProgressTracker:
                         self.retry_after_s,
                     )
                 return
-            del self._pending[(topic, partitions)]
+            del self._pending[(topic, shard, partitions)]
             for partition, value in stored.done.items():
-                key = (topic, partitions, partition)
+                key = (topic, shard, partitions, partition)
                 self._done[key] = max(self._done.get(key, 0), value)
-            self._watermarks[topic] = max(self.watermark(topic), stored.watermark)
+            self._watermarks[(topic, shard)] = max(self.watermark(topic, shard), stored.watermark)
         if self._failing:
             self._failing = False
             log.info("group %s: its progress is stored again", self.group_id)
