@@ -84,6 +84,7 @@ def row_of(
         token_count=message.token_count,
         terms=message_terms(message.role, message.content) if terms is None else terms,
         context_terms=context_terms,
+        shard=message.shard,
     )
 
 

@@ -94,6 +94,7 @@ def vector_of(message: Message, model: str, vector: Sequence[float]) -> MessageV
         model=model,
         vector=quantize(vector),
         seq=message.seq,
+        shard=message.shard,
     )
 
 

@@ -36,6 +36,8 @@ class MessageVector:
     vector: bytes
     seq: int
     """The message's journal seq (a thread deletion deletes the vectors of seqs up to its bound)."""
+    shard: int = 0
+    """The message's journal shard (`core.sharding.shards`): `seq` counts within it."""
 
 
 @dataclass(frozen=True)

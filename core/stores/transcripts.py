@@ -58,6 +58,8 @@ class TranscriptRow:
     some (() for the first; () for a message without terms): part of its search document, so a
     reply is found by the words of what it answers. Filled by the projection
     (`processors.transcript_context`)."""
+    shard: int = 0
+    """The message's journal shard (`core.sharding.shards`): `seq` counts within it."""
 
 
 ThreadKey = tuple[str, str, str, str]

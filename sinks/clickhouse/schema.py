@@ -9,6 +9,8 @@ transcript tools and by data teams (README, "Transcript projection (ClickHouse) 
   again (redelivery, replay) are merged away in the background, and every read of this package
   is dedup-safe before that (`LIMIT 1 BY` the key, `uniqExact` over it, or `FINAL`);
 - `PARTITION BY toYYYYMM(created_at)`: time-range queries prune months;
+- `seq` and `shard`: the message's journal shard (`core.sharding.shards`, 0 with one shard and for
+  rows written before shards existed) and its seq within that shard;
 - `terms`: the search terms of a user or assistant message (`core.transcripts.terms`), separated
   by single spaces (a term never holds whitespace; empty for the other roles, and for rows
   written before the column existed, until a rebuild), and `context_terms`, the `terms` of the
@@ -61,6 +63,7 @@ COLUMNS: tuple[str, ...] = (
     "token_count",
     "terms",
     "context_terms",
+    "shard",
 )
 """The columns an insert writes, in order (`inserted_at` takes its default)."""
 
@@ -84,6 +87,7 @@ def upgrade_table(database: str, table: str = TABLE) -> list[str]:
     return [
         f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS terms String AFTER inserted_at",
         f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS context_terms String AFTER terms",
+        f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS shard UInt16 DEFAULT 0 AFTER seq",
     ]
 
 
@@ -99,6 +103,7 @@ CREATE TABLE IF NOT EXISTS {check_identifier(database)}.{check_identifier(table)
     message_id String,
     offset UInt64,
     seq UInt64,
+    shard UInt16 DEFAULT 0,
     role Enum8('system' = 1, 'user' = 2, 'assistant' = 3, 'tool' = 4),
     content String,
     reasoning Nullable(String),
@@ -154,6 +159,7 @@ VECTOR_COLUMNS: tuple[str, ...] = (
     "message_id",
     "model",
     "vector",
+    "shard",
 )
 """The columns an insert into `message_vectors` writes, in order (`inserted_at` takes its default)."""
 
@@ -163,7 +169,8 @@ def create_vectors_table(database: str) -> str:
     (`ReplacingMergeTree(inserted_at)` on the message's identity; reads take one copy), durable on
     return like `messages` (fsync); `vector` holds the int8 components
     (`core.transcripts.fusion.quantize`), so that the cosine to a query is computed in SQL; `seq`,
-    the message's journal seq, bounds a thread deletion (`upgrade_vectors_table`)."""
+    the message's journal seq (within its journal `shard`), bounds a thread deletion
+    (`upgrade_vectors_table`)."""
     return f"""
 CREATE TABLE IF NOT EXISTS {check_identifier(database)}.{VECTORS_TABLE}
 (
@@ -174,6 +181,7 @@ CREATE TABLE IF NOT EXISTS {check_identifier(database)}.{VECTORS_TABLE}
     thread_id String,
     offset UInt64,
     seq UInt64,
+    shard UInt16 DEFAULT 0,
     message_id String,
     model LowCardinality(String),
     vector Array(Int8),
@@ -190,4 +198,7 @@ def upgrade_vectors_table(database: str) -> list[str]:
     (idempotent). Its rows keep `seq` 0, so a deletion of their thread deletes them all (a vector
     of a thread id used again after its deletion is made again by a replay)."""
     name = f"{check_identifier(database)}.{VECTORS_TABLE}"
-    return [f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS seq UInt64 AFTER offset"]
+    return [
+        f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS seq UInt64 AFTER offset",
+        f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS shard UInt16 DEFAULT 0 AFTER seq",
+    ]

@@ -147,6 +147,7 @@ def _row_values(row: TranscriptRow) -> list[Any]:
         row.token_count,
         " ".join(row.terms),
         " ".join(row.context_terms),
+        row.shard,
     ]
 
 

@@ -106,6 +106,7 @@ class ClickHouseMessageVectors:
                 v.message_id,
                 v.model,
                 array("b", v.vector).tolist(),
+                v.shard,
             ]
             for v in vectors
         ]
