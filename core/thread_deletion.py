@@ -9,7 +9,7 @@ too) and a finished one answers its report again:
 1. `thread`: the Postgres `threads` row (its NOTIFY evicts the nodes' cached copies). First, so an
    append racing the deletion either recreates the row (and, if the journal step follows, loses
    its messages with it: an empty thread) or comes after the journal step (a new thread).
-2. `journal`: `Journal.delete_thread` deletes the messages in the writer (serialized with appends)
+2. `journal`: `ThreadJournal.delete_thread` deletes the messages in the writer (serialized with appends)
    and gives the tombstone's `up_to_seq`; the register adds up the runs (two DELETEs racing).
 3. `event`: the tombstone is published on `journal.deletions` (the ClickHouse projection deletes
    the thread's rows and never projects a deleted message again).
@@ -30,7 +30,7 @@ from core.auth import Principal
 from core.errors import DeletionIncomplete, NotFound
 from core.journal.models import ThreadRef
 from core.stores.deletions import DeletionRecord, DeletionRegister, Tombstone
-from core.stores.journal import Journal
+from core.stores.journal import ThreadJournal
 from core.threads import ThreadStore, check_thread_id, journal_call
 
 log = logging.getLogger("memstream.deletions")
@@ -56,7 +56,7 @@ class ThreadDeletion:
     def __init__(
         self,
         threads: ThreadStore,
-        journal: Journal,
+        journal: ThreadJournal,
         register: DeletionRegister,
         publish: Publish,
         steps: Sequence[DeletionStep] = (),

@@ -32,7 +32,7 @@ from core.errors import Conflict, InvalidInput, JournalUnavailable, MemstreamErr
 from core.ids import require_id
 from core.inputs import check_json_value
 from core.journal.models import Message, NewMessage, ThreadRef
-from core.stores.journal import Journal
+from core.stores.journal import ThreadJournal
 
 MAX_WINDOW_MESSAGES = 20
 DEFAULT_LIST_LIMIT = 50
@@ -249,7 +249,7 @@ async def journal_call(call: Awaitable[T], action: str) -> T:
 class ThreadService:
     """Thread operations of one caller (a `Principal`), over a `ThreadStore` and the journal."""
 
-    def __init__(self, store: ThreadStore, journal: Journal) -> None:
+    def __init__(self, store: ThreadStore, journal: ThreadJournal) -> None:
         self._store = store
         self._journal = journal
 

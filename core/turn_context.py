@@ -41,7 +41,7 @@ from core.journal.models import Message
 from core.journal.tokens import count_tokens
 from core.memory.models import MemoryScope
 from core.memory.pinned import PinnedFact, PinnedFactsProvider, render_pinned
-from core.stores.journal import Journal
+from core.stores.journal import ThreadJournal
 from core.summaries.models import Summary, SummaryHistory, SummaryReader
 from core.threads import ThreadService, journal_call
 
@@ -171,7 +171,7 @@ class ContextReader:
 
     def __init__(
         self,
-        journal: Journal,
+        journal: ThreadJournal,
         threads: ThreadService,
         pinned: PinnedFactsProvider,
         summaries: SummaryReader,

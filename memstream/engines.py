@@ -14,7 +14,7 @@ import asyncpg
 from core.chat.base import ChatModel
 from core.config import Settings
 from core.embeddings.base import Embedder
-from core.stores.journal import Journal
+from core.stores.journal import ThreadJournal
 from core.stores.message_vectors import MessageVectorStore
 from core.stores.transcripts import TranscriptStore
 from core.stores.vectors import VectorIndex
@@ -29,7 +29,7 @@ from sinks.qdrant.factory import build_index
 
 class Engines:
     def __init__(
-        self, settings: Settings, *, journal: Journal | None = None, pool: asyncpg.Pool | None = None
+        self, settings: Settings, *, journal: ThreadJournal | None = None, pool: asyncpg.Pool | None = None
     ) -> None:
         self.settings = settings
         self.journal = journal

@@ -1,7 +1,9 @@
 """The node: one process hosting the HTTP API, the journal's single writer, the relays and the processors.
 
-Start-up order: Postgres schema, topics (topics.yaml), the journal (this fences any previous
-writer), the relay (resuming from its durable cursor; when the broker's topic is not the one the
+Start-up order: Postgres schema, topics (topics.yaml), the journal of every shard
+(`MEMSTREAM_JOURNAL_SHARDS`, `core.sharding.shards`: shard 0 first, whose record of the shard count
+refuses a start with another count; opening fences any previous writer), a relay per shard
+(resuming from its durable cursor; when the broker's topic is not the one the
 cursor was confirmed on - the memory-only embedded broker lost it, or another node's relay moved
 the cursor - from the lowest progress of the journal's consumer groups, `streams.topic_sync`,
 which also re-checks every few seconds), the agent-memory outbox relay, the
@@ -31,6 +33,7 @@ from fastapi import FastAPI
 
 from core.config import Settings
 from core.errors import JournalFenced
+from core.sharding.journal import ShardedJournal
 from memstream import event_loop, exit_codes
 from memstream.api.access_log import log_config
 from memstream.gc_tuning import tune_gc
@@ -57,37 +60,66 @@ async def run_node(settings: Settings, stop: asyncio.Event) -> None:
         await migrate(pool)
         report = await asyncio.to_thread(apply_topics, settings, load_topics())
         log.info("topics: %s", report.render().replace("\n", "; "))
-        journal = await SlateJournal.open(
-            settings.journal,
-            s3=settings.s3,
-            flush_interval_ms=settings.journal_flush_interval_ms,
-            max_message_bytes=settings.journal_max_message_bytes,
-        )
+        journals = await open_journals(settings)
         try:
             await _serve(
                 settings,
                 stop,
                 pool,
-                journal,
+                journals,
                 created_topics=report.created,
                 admin_token=admin_token,
             )
         finally:
-            await journal.close()
+            await journals.close()
     finally:
         await pool.close()
+
+
+async def open_journals(settings: Settings) -> ShardedJournal[SlateJournal]:
+    """The writers of every journal shard (`settings.journal_shards`): shard 0 first (it records
+    the shard count, or refuses another one: `JournalShardsMismatch`), then the others together.
+    When one cannot be opened, those opened are closed again and its error raised."""
+    shards = settings.journal_shards
+
+    async def open_shard(shard: int) -> SlateJournal:
+        return await SlateJournal.open(
+            settings.shard_journal(shard),
+            s3=settings.s3,
+            flush_interval_ms=settings.journal_flush_interval_ms,
+            max_message_bytes=settings.journal_max_message_bytes,
+            shard=shard,
+            shards=shards,
+        )
+
+    opened = {0: await open_shard(0)}
+    results = await asyncio.gather(*(open_shard(k) for k in range(1, shards)), return_exceptions=True)
+    failure: BaseException | None = None
+    for shard, result in enumerate(results, start=1):
+        if isinstance(result, BaseException):
+            failure = failure or result
+        else:
+            opened[shard] = result
+    journals = ShardedJournal(shards, opened)
+    if failure is not None:
+        with contextlib.suppress(Exception):
+            await journals.close()
+        raise failure
+    if shards > 1:
+        log.info("journal: %d shards, every one open on this node", shards)
+    return journals
 
 
 async def _serve(
     settings: Settings,
     stop: asyncio.Event,
     pool: asyncpg.Pool,
-    journal: SlateJournal,
+    journals: ShardedJournal[SlateJournal],
     *,
     created_topics: Sequence[str],
     admin_token: str,
 ) -> None:
-    node = await build_node(settings, pool, journal, created_topics=created_topics, admin_token=admin_token)
+    node = await build_node(settings, pool, journals, created_topics=created_topics, admin_token=admin_token)
     tune_gc()  # after start-up: its objects are frozen, the collector runs rarely (memstream.gc_tuning)
     server = _NodeServer(server_config(settings, node.app))
     components_stop = asyncio.Event()

@@ -4,8 +4,9 @@
 `ProcessorSupervisor` (each restarted alone after a crash) until SIGINT or SIGTERM, and owns those
 signals. They share the worker's `Engines`, as the node's share the node's:
 - the thread-memory processors (`memstream.wiring.processors.THREAD_MEMORY`: thresholds, flush,
-  summarizer) get a read-only view of the node's journal (`sinks.slatedb.reader.SlateJournalReader`:
-  the node stays its only writer; their range reads wait until what a record refers to is
+  summarizer) get a read-only view of the node's journal (`sinks.slatedb.reader.SlateJournalReader`,
+  one per journal shard, each thread read from its shard's: `core.sharding.journal.ShardedFollower`;
+  the node stays the only writer; their range reads wait until what a record refers to is
   visible), a Postgres pool of the worker's own and the chat model. Without Postgres, or without
   the journal (the node never opened it), the worker does not start (`WorkerCannotStart`);
 - the others build their stores on first use, as before (an embedded chdb path or Qdrant Edge
@@ -25,7 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 import asyncpg
 
 from core.config import Settings, mask_url
-from core.errors import JournalUnavailable, MemstreamError
+from core.errors import JournalShardsMismatch, JournalUnavailable, MemstreamError
+from core.sharding.journal import ShardedFollower
 from memstream import event_loop
 from memstream.engines import Engines
 from memstream.gc_tuning import tune_gc
@@ -95,10 +97,10 @@ async def _run_until_signal(
 
     thread_memory = [name for name in names if name in THREAD_MEMORY]
     pool = await _open_pool(settings, names, required=bool(thread_memory))
-    journal: SlateJournalReader | None = None
+    journal: ShardedFollower[SlateJournalReader] | None = None
     try:
         if thread_memory:
-            journal = await _open_journal(settings)
+            journal = await open_journal_views(settings)
         engines = Engines(settings, journal=journal, pool=pool)
         tune_gc()  # as the node does (memstream.gc_tuning)
 
@@ -155,14 +157,32 @@ async def _open_pool(settings: Settings, names: list[str], *, required: bool) ->
         return None
 
 
-async def _open_journal(settings: Settings) -> SlateJournalReader:
-    """A read-only view of the node's journal (module doc)."""
-    try:
-        return await SlateJournalReader.open(
-            settings.journal, s3=settings.s3, poll_interval_ms=settings.journal_reader_poll_ms
-        )
-    except JournalUnavailable as exc:
-        raise WorkerCannotStart(
-            f"the thread-memory processors read the node's journal at {mask_url(settings.journal)}, "
-            f"which cannot be opened (start the node first): {exc}"
-        ) from exc
+async def open_journal_views(settings: Settings) -> ShardedFollower[SlateJournalReader]:
+    """Read-only views of every shard of the node's journal (module doc); WorkerCannotStart when one
+    cannot be opened (those opened are closed again)."""
+    shards = settings.journal_shards
+
+    async def open_view(shard: int) -> SlateJournalReader:
+        url = settings.shard_journal(shard)
+        try:
+            return await SlateJournalReader.open(
+                url,
+                s3=settings.s3,
+                poll_interval_ms=settings.journal_reader_poll_ms,
+                shard=shard,
+                shards=shards,
+            )
+        except (JournalUnavailable, JournalShardsMismatch) as exc:
+            raise WorkerCannotStart(
+                f"the thread-memory processors read the node's journal at {mask_url(url)}, which "
+                f"cannot be opened (start the node first): {exc}"
+            ) from exc
+
+    results = await asyncio.gather(*(open_view(k) for k in range(shards)), return_exceptions=True)
+    views = {k: r for k, r in enumerate(results) if isinstance(r, SlateJournalReader)}
+    failures = [r for r in results if isinstance(r, BaseException)]
+    if failures:
+        for view in views.values():
+            await view.close()
+        raise failures[0]
+    return ShardedFollower(shards, views)

@@ -53,7 +53,7 @@ from core.journal.reading import messages_between
 from core.memory.agents import AgentRef, AgentService
 from core.memory.models import MemoryScope, Provenance
 from core.memory.service import MemoryService
-from core.stores.journal import Journal
+from core.stores.journal import ThreadJournal
 from processors.errors import NeedsNode
 from streams.codecs import compaction_flushed, compaction_requested
 from streams.codecs.compaction_flushed import CompactionFlushed, FlushOutcome, FlushStatus
@@ -187,7 +187,7 @@ class Flush(Processor):
     def __init__(
         self,
         settings: Settings,
-        journal: Journal | None,
+        journal: ThreadJournal | None,
         memory: MemoryService | None,
         agents: AgentService | None,
         chat_model: ChatModel | None = None,

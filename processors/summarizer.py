@@ -54,7 +54,7 @@ from core.errors import JournalUnavailable, MemstreamError, ThreadDeleted
 from core.journal.models import Message
 from core.journal.reading import messages_between
 from core.stores.compactions import CompactionLedger
-from core.stores.journal import Journal
+from core.stores.journal import ThreadJournal
 from core.stores.locks import Lease, Locks
 from core.stores.thresholds import ThresholdStore
 from core.summaries.models import (
@@ -189,7 +189,7 @@ class Summarizer(Processor):
         thresholds: ThresholdStore,
         summaries: SummaryStore | None,
         locks: Locks,
-        journal: Journal | None,
+        journal: ThreadJournal | None,
         ledger: CompactionLedger | None,
         chat_model: ChatModel | None = None,
         chat_model_factory: Callable[[], ChatModel] | None = None,

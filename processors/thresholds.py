@@ -51,7 +51,7 @@ from core.journal.models import Message, ThreadRef
 from core.journal.reading import messages_between
 from core.stores.compactions import CompactionLedger
 from core.stores.deletions import TombstoneSource
-from core.stores.journal import Journal
+from core.stores.journal import ThreadJournal
 from core.stores.thresholds import Outcome, ThreadScope, ThresholdStore
 from core.summaries.models import SummaryWriter
 from processors.errors import NeedsNodeJournal
@@ -194,7 +194,7 @@ class Thresholds(Processor):
         self,
         settings: Settings,
         store: ThresholdStore,
-        journal: Journal | None,
+        journal: ThreadJournal | None,
         summaries: SummaryWriter | None,
         *,
         ledger: CompactionLedger | None,

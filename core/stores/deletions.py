@@ -1,11 +1,13 @@
 """Thread deletions: the seq-bounded tombstone and the durable register behind `DELETE /v1/threads/{id}`.
 
 A deletion removes every message a thread had when its journal rows were deleted. Journal seqs
-are journal-wide and only increase (`Journal.delete_thread` keeps the highest seq ever allocated,
-so a deletion never makes a seq reusable), so it is told by a `Tombstone`: (environment, account,
-thread, `up_to_seq`), the highest seq the writer deleted. A message is deleted iff a tombstone of
-its thread has `up_to_seq >= message.seq`; a thread id used again after the deletion gets higher
-seqs and is never affected.
+only increase (`Journal.delete_thread` keeps the highest seq ever allocated, so a deletion never
+makes a seq reusable), so it is told by a `Tombstone`: (environment, account, thread,
+`up_to_seq`), the highest seq the writer deleted. With journal shards (`core.sharding.shards`)
+seqs count within a shard, and a thread lives in one shard for good (its id used again after a
+deletion too), so a tombstone compares seqs of one shard only and stays exact. A message is
+deleted iff a tombstone of its thread has `up_to_seq >= message.seq`; a thread id used again after
+the deletion gets higher seqs and is never affected.
 
 The register (`DeletionRegister`, table `thread_deletions`) holds one `DeletionRecord` per deletion,
 written before anything is removed (the intent), then the report of each step as it completes, and
@@ -23,6 +25,9 @@ from typing import Any, Protocol
 
 SeqRanges = tuple[tuple[int, int], ...]
 """Inclusive ranges (lo, hi) of journal seqs, ascending and disjoint."""
+
+ThreadScope = tuple[str, str, str]
+"""(environment, account_id, thread_id)."""
 
 
 def seq_ranges(seqs: Iterable[int]) -> SeqRanges:
@@ -168,8 +173,9 @@ class DeletionRegister(Protocol):
         """The tombstone of every deletion whose journal step is done, complete or not."""
         ...
 
-    async def deleted_seqs(self) -> list[SeqRanges]:
-        """The `seqs` of every deletion whose journal step is done."""
+    async def deleted_seqs(self) -> dict[ThreadScope, SeqRanges]:
+        """The `seqs` of every deletion whose journal step is done, by thread (environment,
+        account, thread; a thread's deletions merged): the seqs count in the thread's journal shard."""
         ...
 
 
@@ -178,4 +184,4 @@ class TombstoneSource(Protocol):
 
     async def tombstones(self) -> Sequence[Tombstone]: ...
 
-    async def deleted_seqs(self) -> list[SeqRanges]: ...
+    async def deleted_seqs(self) -> dict[ThreadScope, SeqRanges]: ...

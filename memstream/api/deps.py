@@ -26,7 +26,7 @@ from core.memory.recall import Recaller
 from core.memory.service import MemoryService
 from core.memory.tools import MemoryTools
 from core.stores.api_keys import ApiKeyStore
-from core.stores.journal import Journal
+from core.stores.journal import ThreadJournal
 from core.thread_deletion import ThreadDeletion
 from core.threads import ThreadService
 from core.transcripts.tools import JournalTools
@@ -60,7 +60,7 @@ class ApiDeps:
     the capability bindings (memory or not); `pool` is checked by `/readyz`."""
 
     settings: Settings
-    journal: Journal
+    journal: ThreadJournal
     pool: asyncpg.Pool
     api_keys: ApiKeyStore
     agents: AgentService

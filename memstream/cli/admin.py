@@ -206,24 +206,36 @@ def _follow_lag(client: NodeClient, processor: str, timeout_s: float, interval_s
 @click.option(
     "--from-seq", "from_seq", type=int, required=True, help="First seq to publish again (inclusive)."
 )
+@click.option(
+    "--shard",
+    type=int,
+    default=None,
+    help="The journal shard whose seqs --from-seq counts (needed with several shards, unless "
+    "--from-seq is 0 or 1: every shard from its start).",
+)
 @NODE_OPTION
-def republish(from_seq: int, node_url: str | None) -> None:
+def republish(from_seq: int, shard: int | None, node_url: str | None) -> None:
     """Publish journal appends with seq >= --from-seq to journal.messages again, from the journal.
 
-    For a broker that lost its data; consumers are idempotent. 0 or 1 republishes the whole journal.
-    The count is what the relay published meanwhile (appends made during the republish included).
-    Fails when the relay makes no progress for a minute (its last error is shown).
+    For a broker that lost its data; consumers are idempotent. 0 or 1 republishes the whole journal
+    (with several journal shards: every shard, unless --shard names one). The count is what the
+    relay published meanwhile (appends made during the republish included). Fails when the relay
+    makes no progress for a minute (its last error is shown).
     Exit 0 done, 1 refused or failed, 3 no node answers.
     """
     with _node_client(node_url) as client:
-        body = {"from_seq": from_seq}
+        body: dict[str, Any] = {"from_seq": from_seq}
+        if shard is not None:
+            body["shard"] = shard
         report = _admin_call(lambda: _streamed(client, "POST", "/admin/v1/republish", body=body))
-    click.echo(
-        f"republished seq {report['from_seq']}..{report['last_seq']} "
-        f"({report['range_messages']} message(s)): the relay published {report['published']} "
-        f"message(s) in {report['seconds']:.1f}s"
-        + ("" if report["rewound"] else " (it had not published that far yet: nothing was rewound)")
-    )
+    for part in report["shards"] if "shards" in report else [report]:
+        named = f"shard {part['shard']}: " if "shards" in report or shard is not None else ""
+        click.echo(
+            f"{named}republished seq {part['from_seq']}..{part['last_seq']} "
+            f"({part['range_messages']} message(s)): the relay published {part['published']} "
+            f"message(s) in {part['seconds']:.1f}s"
+            + ("" if part["rewound"] else " (it had not published that far yet: nothing was rewound)")
+        )
 
 
 @click.command()

@@ -25,7 +25,7 @@ from core.journal.models import Message, ThreadRef
 from core.memory.models import MemoryEntry
 from core.memory.quarantine import QuarantineStore
 from core.stores.agents import AgentRecord, AgentStore
-from core.stores.journal import Journal
+from core.stores.journal import ThreadJournal
 from core.summaries.models import Summary, SummaryStore
 from core.threads import Thread, ThreadStore
 from memstream.ops.export_format import dump, header, time_text
@@ -66,7 +66,7 @@ class AccountStores:
     """The node's stores as an export reads them and an import writes them."""
 
     threads: ThreadStore
-    journal: Journal
+    journal: ThreadJournal
     summary_versions: SummaryVersions
     summaries: SummaryStore
     """Writes imported versions (the summarizer's store: version floor and cache included)."""
@@ -160,7 +160,7 @@ async def _threads(stores: AccountStores, environment: str, account_id: str) -> 
         after = page[-1].thread_id
 
 
-async def _messages(journal: Journal, thread: ThreadRef) -> AsyncIterator[Message]:
+async def _messages(journal: ThreadJournal, thread: ThreadRef) -> AsyncIterator[Message]:
     offset = -1
     while True:
         page = await journal.after(thread, offset, PAGE)

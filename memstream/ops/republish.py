@@ -5,6 +5,12 @@ every message with seq >= N (inclusive; N = 0 or 1 means the whole journal) is p
 `journal.messages` again, by rewinding the relay's durable cursor to N - 1. Consumers are idempotent
 per (thread, offset), so the copies change no projection.
 
+Shards (`core.sharding.shards`): seqs count within a journal shard, so a republish acts on the
+shards' own relays (`republish_shards`, what the admin route runs): one shard (`shard`, or the only
+one) from seq N, or, with several shards and N = 0 or 1, every local shard from its start, one
+after the other (`ShardsRepublished`, a report per shard). `shards_to_republish` refuses a seq N > 1
+without a shard when there are several (N would name a message of each of them).
+
 `check_from_seq` validates N against the journal (0 <= N <= last seq; specific `InvalidInput`,
 nothing changed). When the relay has not yet published up to N - 1, nothing is rewound (those
 messages are about to be published anyway) and the progress simply follows the relay. `republish`
@@ -22,11 +28,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from core.errors import InvalidInput, MemstreamError
 from core.stores.journal import Journal
 from memstream.ops.progress import Progress, ProgressCallback, no_progress
+from streams.journal_shards import LocalShard, LocalShards
 from streams.relays.journal import Relay
 
 
@@ -49,6 +57,15 @@ class RepublishReport:
     range_messages: int  # messages in from_seq..last_seq
     published: int  # messages the relay published until its cursor reached last_seq (new appends too)
     rewound: bool  # False when the relay had not yet published that far
+    seconds: float
+    shard: int = 0
+
+
+@dataclass(frozen=True)
+class ShardsRepublished:
+    """A republish of several journal shards: one report per shard republished (module doc)."""
+
+    shards: tuple[RepublishReport, ...]
     seconds: float
 
 
@@ -108,7 +125,8 @@ async def republish(
                 f"the relay's cursor has not moved from seq {cursor} for {idle_timeout_s:g}s while "
                 f"republishing seq {first}..{last} (last relay error: {relay.stats.last_error or 'none'}). "
                 "The rewind stays: the relay publishes from there once it can. Check the broker "
-                f"(`memstream status`), then follow it with `memstream republish --from-seq {cursor + 1}`; "
+                f"(`memstream status`), then follow it with `memstream republish --from-seq {cursor + 1}"
+                f"{f' --shard {relay.shard}' if relay.sharded else ''}`; "
                 "if the node's log says the relay stopped (journal fenced), restart the node"
             )
         await asyncio.sleep(poll_s)
@@ -126,3 +144,62 @@ async def republish(
         rewound=rewound,
         seconds=round(time.monotonic() - started, 3),
     )
+
+
+async def shards_to_republish(shards: LocalShards, from_seq: int, shard: int | None) -> list[LocalShard]:
+    """The local shards a republish from `from_seq` acts on (module doc), `from_seq` checked against
+    each (`check_from_seq`); InvalidInput (field `shard` or `from_seq`) when they do not fit."""
+    by_shard = {local.shard: local for local in shards}
+    if shard is not None:
+        if shard not in by_shard:
+            raise InvalidInput(
+                f"--shard {shard} is not a journal shard of this node (it has {_names(by_shard)})",
+                field="shard",
+            )
+        chosen = [by_shard[shard]]
+    elif len(shards) == 1:
+        chosen = list(shards)
+    elif from_seq > 1:
+        raise InvalidInput(
+            f"the journal has {len(shards)} shards, each numbering its own seqs: add --shard K "
+            f"({_names(by_shard)}) to republish one from seq {from_seq}, or use --from-seq 0 to "
+            "republish every shard from its start",
+            field="shard",
+        )
+    else:  # every shard from its start: an empty one has nothing to republish
+        lasts = [await local.journal.last_seq() for local in shards]
+        chosen = [local for local, last in zip(shards, lasts, strict=True) if last > 0]
+        if not chosen:
+            check_from_seq(from_seq, 0)  # "the journal is empty"
+        return chosen
+    check_from_seq(from_seq, await chosen[0].journal.last_seq())
+    return chosen
+
+
+def _names(by_shard: dict[int, LocalShard]) -> str:
+    return "shard " + ", ".join(str(k) for k in sorted(by_shard))
+
+
+async def republish_shards(
+    chosen: Sequence[LocalShard],
+    from_seq: int,
+    *,
+    progress: ProgressCallback = no_progress,
+    idle_timeout_s: float = 60.0,
+) -> RepublishReport | ShardsRepublished:
+    """Republish each of `chosen` (`shards_to_republish`) from `from_seq`, one after the other; the
+    report of the one shard, or of each (module doc)."""
+    started = time.monotonic()
+    reports: list[RepublishReport] = []
+    for local in chosen:
+
+        def shard_progress(step: Progress, shard: int = local.shard) -> None:
+            progress(replace(step, detail=f"shard {shard}: {step.detail}") if len(chosen) > 1 else step)
+
+        report = await republish(
+            local.journal, local.relay, from_seq, progress=shard_progress, idle_timeout_s=idle_timeout_s
+        )
+        reports.append(replace(report, shard=local.shard))
+    if len(reports) == 1:
+        return reports[0]
+    return ShardsRepublished(shards=tuple(reports), seconds=round(time.monotonic() - started, 3))

@@ -1,9 +1,10 @@
 """`memstream verify`: per-thread message counts of the journal against the ClickHouse projection.
 
 Runs in the node (it owns the journal and the chdb data path). Steps:
-1. Snapshot the relay cursor C and the journal's last seq L, then count every message of the
+1. For each journal shard (`core.sharding.shards`: seqs count within a shard, and a thread lives
+   in one), snapshot its relay cursor C and its last seq L, then count every message of the
    node's environment with seq <= L per thread (`read_from_seq` in batches, with progress),
-   remembering which seqs were not yet published (> C).
+   remembering which seqs were not yet published (> C of the thread's shard).
 2. Read the projection's counts (`TranscriptStore.thread_counts(environment)`).
 3. Compare (`compare`, pure): per thread the projection must hold as many messages as the journal.
    A shortfall that is covered by messages the relay had not yet published is *pending*, not a
@@ -37,13 +38,14 @@ from typing import Literal
 
 from core.ids import ID, shown_id
 from core.journal.models import ThreadRef
+from core.sharding.journal import ShardedThreadJournal
 from core.stores.deletions import DeletionRegister
 from core.stores.journal import Journal
 from core.stores.message_vectors import MessageVectorStore
 from core.stores.transcripts import ThreadCount, TranscriptStore
 from memstream.ops.progress import Progress, ProgressCallback, no_progress
 from memstream.ops.verify_deletions import DeletionLeftover, check_deletions
-from streams.relays.journal import Relay
+from streams.journal_shards import LocalShards
 
 ThreadKey = tuple[str, str]  # (account_id, thread_id)
 DiffKind = Literal["missing_thread", "fewer", "more", "unknown_thread"]
@@ -54,11 +56,13 @@ INVALID_ID_NAMES = 100
 
 @dataclass
 class JournalThread:
-    """One thread's journal side: messages counted, highest offset, seqs not yet published."""
+    """One thread's journal side: messages counted, highest offset, seqs not yet published (of its
+    journal `shard`)."""
 
     messages: int = 0
     max_offset: int = -1
     unpublished: list[int] = field(default_factory=list)  # sorted seqs > the relay cursor snapshot
+    shard: int = 0
 
     def published(self, cursor: int) -> int:
         """Messages of this thread the relay had published when its cursor was `cursor`."""
@@ -117,9 +121,12 @@ def thread_name(account_id: str, thread_id: str) -> str:
 
 
 def compare(
-    journal: Mapping[ThreadKey, JournalThread], projection: Mapping[ThreadKey, ThreadCount], cursor: int
+    journal: Mapping[ThreadKey, JournalThread],
+    projection: Mapping[ThreadKey, ThreadCount],
+    cursors: Mapping[int, int],
 ) -> Comparison:
-    """Defects and pending messages per thread (module doc, step 3). Pure."""
+    """Defects and pending messages per thread (module doc, step 3), `cursors` the relay cursor of
+    each shard. Pure."""
     diffs: list[ThreadDiff] = []
     pending_threads = pending_messages = 0
     for key in sorted(journal.keys() | projection.keys()):
@@ -133,7 +140,7 @@ def compare(
             continue
         if have > j.messages:
             diffs.append(ThreadDiff(key[0], key[1], "more", j.messages, have))
-        elif have >= j.published(cursor):
+        elif have >= j.published(cursors.get(j.shard, 0)):
             pending_threads += 1
             pending_messages += j.messages - have
         else:
@@ -150,9 +157,12 @@ async def count_journal(
     *,
     batch: int = 2000,
     progress: ProgressCallback = no_progress,
+    shard: int = 0,
+    threads: dict[ThreadKey, JournalThread] | None = None,
 ) -> dict[ThreadKey, JournalThread]:
-    """Per-thread counts of `environment`'s messages with seq <= `last_seq` (module doc, step 1)."""
-    threads: dict[ThreadKey, JournalThread] = {}
+    """Per-thread counts of `environment`'s messages with seq <= `last_seq` of the journal of
+    `shard` (module doc, step 1), added to `threads` when given."""
+    threads = {} if threads is None else threads
     after = 0
     started = time.monotonic()
     while after < last_seq:
@@ -164,7 +174,7 @@ async def count_journal(
                 break
             if message.environment != environment:
                 continue
-            thread = threads.setdefault((message.account_id, message.thread_id), JournalThread())
+            thread = threads.setdefault((message.account_id, message.thread_id), JournalThread(shard=shard))
             thread.messages += 1
             thread.max_offset = max(thread.max_offset, message.offset)
             if message.seq > cursor:
@@ -176,7 +186,7 @@ async def count_journal(
                 "journal",
                 min(after, last_seq),
                 last_seq,
-                f"{len(threads)} threads",
+                f"{len(threads)} threads" + (f" (shard {shard})" if shard else ""),
                 {"messages_per_s": round(after / elapsed) if elapsed else 0},
             )
         )
@@ -184,7 +194,7 @@ async def count_journal(
 
 
 async def _recount(
-    journal: Journal,
+    journal: ShardedThreadJournal,
     environment: str,
     threads: dict[ThreadKey, JournalThread],
     projection: Mapping[ThreadKey, ThreadCount],
@@ -198,7 +208,7 @@ async def _recount(
         if not valid_ids(key):
             continue
         ref = ThreadRef(environment=environment, account_id=key[0], thread_id=key[1])
-        thread = thread or JournalThread()
+        thread = thread or JournalThread(shard=journal.shard_of(ref))
         newer = await journal.after(ref, thread.max_offset, limit=100_000)
         if newer:
             threads[key] = thread
@@ -209,8 +219,8 @@ async def _recount(
 
 
 async def verify(
-    journal: Journal,
-    relay: Relay,
+    shards: LocalShards,
+    journal: ShardedThreadJournal,
     store: TranscriptStore,
     environment: str,
     *,
@@ -220,17 +230,21 @@ async def verify(
     deletions: DeletionRegister | None = None,
     vectors: MessageVectorStore | None = None,
 ) -> VerifyReport:
-    """See the module doc."""
+    """See the module doc: `shards` each journal shard with its relay, `journal` every thread's."""
     started = time.monotonic()
-    cursor = await relay.cursor()
-    last = await journal.last_seq()
-    threads = await count_journal(journal, environment, last, cursor, progress=progress)
+    threads: dict[ThreadKey, JournalThread] = {}
+    for local in shards:
+        cursor = await local.relay.cursor()
+        last = await local.journal.last_seq()
+        await count_journal(
+            local.journal, environment, last, cursor, progress=progress, shard=local.shard, threads=threads
+        )
     deadline = time.monotonic() + settle_s
     while True:
         projection = {(c.account_id, c.thread_id): c for c in await store.thread_counts(environment)}
         progress(Progress("projection", len(projection), len(projection), f"{len(projection)} threads"))
         await _recount(journal, environment, threads, projection)
-        result = compare(threads, projection, await relay.cursor())
+        result = compare(threads, projection, {local.shard: await local.relay.cursor() for local in shards})
         settled = not result.differences and not result.pending_messages
         remaining = deadline - time.monotonic()
         if settled or remaining <= 0:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from core.journal.models import ThreadRef
 from core.stores.deletions import DeletionRegister, Tombstone
-from core.stores.journal import Journal
+from core.stores.journal import ThreadJournal
 from core.stores.message_vectors import MessageVectorStore
 from core.stores.transcripts import TranscriptStore
 
@@ -39,7 +39,7 @@ class DeletionLeftover:
     vectors: int = 0
 
 
-async def _journal_left(journal: Journal, tombstone: Tombstone) -> int:
+async def _journal_left(journal: ThreadJournal, tombstone: Tombstone) -> int:
     thread = ThreadRef(
         environment=tombstone.environment, account_id=tombstone.account_id, thread_id=tombstone.thread_id
     )
@@ -52,7 +52,7 @@ async def _journal_left(journal: Journal, tombstone: Tombstone) -> int:
 
 async def check_deletions(
     register: DeletionRegister,
-    journal: Journal,
+    journal: ThreadJournal,
     store: TranscriptStore,
     environment: str,
     *,

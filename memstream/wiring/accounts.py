@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncpg
 
 from core.config import Settings
-from core.stores.journal import Journal
+from core.stores.journal import ThreadJournal
 from core.summaries.layered import CachedSummaryWriter, MonotonicSummaryStore
 from core.summaries.models import SummaryCache
 from memstream.ops.account_export import AccountStores
@@ -19,7 +19,7 @@ from sinks.postgres.threads import PostgresThreadStore
 
 
 def build_account_stores(
-    settings: Settings, pool: asyncpg.Pool, journal: Journal, summary_cache: SummaryCache
+    settings: Settings, pool: asyncpg.Pool, journal: ThreadJournal, summary_cache: SummaryCache
 ) -> AccountStores:
     """Summaries are written as the summarizer writes them: through the cache, above the version
     floor (`core.summaries.layered`), into `settings.object_store`."""

@@ -22,7 +22,7 @@ from core.memory.recall import Recaller
 from core.memory.service import MemoryService
 from core.memory.tools import MemoryTools
 from core.stores.api_keys import ApiKeyStore
-from core.stores.journal import Journal
+from core.stores.journal import ThreadJournal
 from core.stores.vectors import VectorIndex
 from core.summaries.layered import CachedSummaryReader
 from core.summaries.models import SummaryHistory, SummaryReader
@@ -72,7 +72,7 @@ def build_memory_deps(
 
 def build_api_deps(
     settings: Settings,
-    journal: Journal,
+    journal: ThreadJournal,
     pool: asyncpg.Pool,
     *,
     summaries: SummaryReader | None = None,

@@ -1,14 +1,14 @@
 """How the node's components are built and connected (`build_node`); `memstream.node` runs them.
 
-`build_node` does the start-up work that precedes serving: the relays (the journal relay is woken
-by the journal's append listener instead of polling), the topic sync (checked once here, before
-any relay runs; once the processors exist it restarts the consumers of a replaced topic:
-`memstream.ops.topic_restart`), the compaction recovery, the shared engines, agent memory, the
-ClickHouse schema (a server that is down is only logged: the projection creates it later), the
-object-store probe, the processor supervisor and the FastAPI app with the admin router and the MCP
-endpoint (`memstream.mcp_server.http`, at `/mcp/{agent_id}`). It opens
-no server and starts no task: `Node.tasks` starts the components, `Node.close` releases what
-`build_node` opened (the pool and the journal belong to the caller).
+`build_node` does the start-up work that precedes serving: the relays (one per journal shard,
+each woken by its shard's append listener instead of polling; `core.sharding.shards`), the topic
+sync (checked once here, before any relay runs; once the processors exist it restarts the
+consumers of a replaced topic: `memstream.ops.topic_restart`), the compaction recovery, the
+shared engines, agent memory, the ClickHouse schema (a server that is down is only logged: the
+projection creates it later), the object-store probe, the processor supervisor and the FastAPI app
+with the admin router and the MCP endpoint (`memstream.mcp_server.http`, at `/mcp/{agent_id}`). It
+opens no server and starts no task: `Node.tasks` starts the components, `Node.close` releases what
+`build_node` opened (the pool and the shards' journals belong to the caller).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from core.config import Settings
 from core.memory.clock import utc_now
 from core.memory.hygiene import run_daily
 from core.metrics import REGISTRY
+from core.sharding.journal import ShardedJournal
 from core.stores.transcripts import TranscriptUnavailable
 from core.thread_deletion import ThreadDeletion
 from core.transcripts.rerank import DenseRerank
@@ -69,6 +70,7 @@ from sinks.redis.thresholds import RedisThresholdStore
 from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.deletions import DeletionEvents
+from streams.journal_shards import LocalShard, LocalShards, relay_lag
 from streams.relays.journal import JOURNAL_TOPIC, Relay
 from streams.relays.memory_entries import EntriesOutboxRelay
 from streams.runtime.processor import group_id
@@ -85,9 +87,11 @@ class Node:
     """The node's built components (see the module doc)."""
 
     settings: Settings
-    journal: SlateJournal
+    journal: ShardedJournal[SlateJournal]
+    """Routes every thread to its shard's journal (`core.sharding.journal`)."""
+    shards: LocalShards
+    """Each local shard's journal, relay and topic guard."""
     app: FastAPI
-    relay: Relay
     entries_relay: EntriesOutboxRelay
     topic_sync: TopicSync
     recovery: CompactionRecovery
@@ -105,7 +109,10 @@ class Node:
     def tasks(self, stop: asyncio.Event) -> list[asyncio.Task[None]]:
         """Start every component except the API; each runs until `stop` is set (or it fails)."""
         return [
-            asyncio.create_task(self.relay.run(stop), name="relay"),
+            *(
+                asyncio.create_task(local.relay.run(stop), name=_named("relay", local, self.journal.shards))
+                for local in self.shards
+            ),
             asyncio.create_task(self.entries_relay.run(stop), name="memory-outbox-relay"),
             asyncio.create_task(self.supervisor.run(stop), name="processors"),
             asyncio.create_task(self.recovery.run(stop), name="compaction-recovery"),
@@ -113,7 +120,12 @@ class Node:
             asyncio.create_task(
                 run_daily(self.memory.service, utc_now, stop, at=self.settings.hygiene_at), name="hygiene"
             ),
-            asyncio.create_task(watch_fence(self.journal, stop), name="fence-watch"),
+            *(
+                asyncio.create_task(
+                    watch_fence(local.journal, stop), name=_named("fence-watch", local, self.journal.shards)
+                )
+                for local in self.shards
+            ),
             asyncio.create_task(self.invalidations.run(stop), name="cache-invalidation"),
             asyncio.create_task(self.figures.run(stop), name="metrics"),
             asyncio.create_task(self.mcp.run(stop), name="mcp"),
@@ -137,7 +149,8 @@ class Node:
         with contextlib.suppress(KeyError):
             REGISTRY.unregister(self.figures)
         await self.memory.recaller.counts.drain()
-        await self.relay.close()
+        for local in self.shards:
+            await local.relay.close()
         await self.entries_relay.close()
         self.deletion_events.close()
         await self.deletion_thresholds.aclose()
@@ -145,16 +158,22 @@ class Node:
         await self.summary_cache.aclose()
 
 
+def _named(task: str, local: LocalShard, shards: int) -> str:
+    """A task's name: `relay`, or `relay shard 2` when there are several shards."""
+    return task if shards == 1 else f"{task} shard {local.shard}"
+
+
 async def build_node(
     settings: Settings,
     pool: asyncpg.Pool,
-    journal: SlateJournal,
+    journals: ShardedJournal[SlateJournal],
     *,
     created_topics: Sequence[str],
     admin_token: str,
 ) -> Node:
-    """Build the node over a migrated pool and an open journal; `created_topics` are the topics
-    this start created (the topic sync and the recovery treat them as lost and refilled)."""
+    """Build the node over a migrated pool and the open journals of its shards (`journals`: every
+    shard of `settings.journal_shards` is local today); `created_topics` are the topics this start
+    created (the topic sync and the recovery treat them as lost and refilled)."""
     topic_sync: TopicSync
     recovery: CompactionRecovery
 
@@ -166,21 +185,30 @@ async def build_node(
         await topic_sync.check(created=report.created)
 
     progress = PostgresProgress(pool)
-    relay = Relay(journal, settings, on_topic_missing=topic_missing, bounds_store=progress)
-    journal.add_append_listener(relay.notify)  # wake the relay after every durable append
-    entries_relay = EntriesOutboxRelay(PostgresEntriesOutbox(pool), settings)
     journal_groups = [group_id(name, settings) for name in consumers_of(JOURNAL_TOPIC, settings)]
-    journal_guard = JournalTopicGuard(journal, relay, progress, journal_groups)
+    shards: list[LocalShard] = []
+    for shard, shard_journal in journals.local().items():
+        relay = Relay(
+            shard_journal,
+            settings,
+            on_topic_missing=topic_missing,
+            bounds_store=progress,
+            shard=shard if journals.shards > 1 else None,
+        )
+        shard_journal.add_append_listener(relay.notify)  # wake the relay after every durable append
+        guard = JournalTopicGuard(shard_journal, relay, progress, journal_groups)
+        shards.append(LocalShard(shard, shard_journal, relay, guard))
+    entries_relay = EntriesOutboxRelay(PostgresEntriesOutbox(pool), settings)
     topic_sync = TopicSync(
         settings,
         [
-            journal_guard,
+            *(local.guard for local in shards),
             EntriesTopicGuard(pool, entries_relay),
             *compaction_guards(settings, pool, lambda: recovery.topics_lost()),
         ],
         on_topics_applied=lambda created: recovery.topics_applied(created),
     )
-    engines = Engines(settings, journal=journal, pool=pool)
+    engines = Engines(settings, journal=journals, pool=pool)
     recovery = build_recovery(
         settings, engines, created_topics=created_topics, on_topic_missing=topic_missing
     )
@@ -220,7 +248,7 @@ async def build_node(
     )
     api_deps = build_api_deps(
         settings,
-        journal,
+        journals,
         pool,
         memory=memory,
         summary_cache=summary_cache,
@@ -233,13 +261,10 @@ async def build_node(
     assert api_deps.deletions is not None
     app = create_app(api_deps)
 
-    async def relay_lag() -> int:
-        return (await relay.lag()).lag
-
     figures = NodeFigures(
         settings,
         {name: topics for name, topics in SOURCES.items() if enabled(name, settings)},
-        relay_lag=relay_lag,
+        relay_lag=functools.partial(relay_lag, shards),
         totals=lambda: compaction_totals(pool, settings.environment),
     )
     app.include_router(
@@ -247,14 +272,14 @@ async def build_node(
             AdminDeps(
                 settings=settings,
                 token=admin_token,
-                journal=journal,
-                relay=relay,
+                journal=journals,
+                shards=shards,
                 processors=supervisor,
                 transcripts=engines.transcripts,
-                rebuilders=_rebuilders(engines, journal_guard),
+                rebuilders=_rebuilders(engines, shards),
                 forget_progress=progress.forget,
                 figures=figures,
-                accounts=build_account_stores(settings, pool, journal, summary_cache),
+                accounts=build_account_stores(settings, pool, journals, summary_cache),
                 deletions=PostgresDeletions(pool),
                 message_vectors=engines.message_vectors,
             )
@@ -266,9 +291,9 @@ async def build_node(
     app.mount(MOUNT_PATH, mcp)  # after every route: the API's (and FastRoutes before them) come first
     return Node(
         settings=settings,
-        journal=journal,
+        journal=journals,
+        shards=shards,
         app=app,
-        relay=relay,
         entries_relay=entries_relay,
         topic_sync=topic_sync,
         recovery=recovery,
@@ -285,13 +310,15 @@ async def build_node(
     )
 
 
-def _rebuilders(engines: Engines, journal_guard: JournalTopicGuard) -> dict[str, Rebuilder]:
+def _rebuilders(engines: Engines, shards: LocalShards) -> dict[str, Rebuilder]:
     """`memstream rebuild clickhouse|qdrant`, run over the node's engines (the journal topic is
-    first refilled from seq 1 when it may lack early seqs: the rebuild reads all of them)."""
+    first refilled from seq 1 of each shard whose part of it may lack early seqs: the rebuild reads
+    all of them)."""
 
     async def clickhouse(progress: ProgressCallback) -> object:
-        await journal_guard.ensure_full_history()
-        return await rebuild_clickhouse(engines, progress=progress)
+        for local in shards:
+            await local.guard.ensure_full_history()
+        return await rebuild_clickhouse(engines, shards, progress=progress)
 
     async def qdrant(progress: ProgressCallback) -> object:
         return await rebuild_qdrant(engines, progress=progress)

@@ -12,7 +12,15 @@ from typing import Any
 import asyncpg
 
 from core.config import Settings
-from core.stores.deletions import DeletionRecord, JournalDeletion, SeqRanges, Tombstone, merged_outcome
+from core.stores.deletions import (
+    DeletionRecord,
+    JournalDeletion,
+    SeqRanges,
+    ThreadScope,
+    Tombstone,
+    merge_ranges,
+    merged_outcome,
+)
 from sinks.postgres.pool import create_pool
 
 _COLUMNS = (
@@ -139,9 +147,15 @@ class PostgresDeletions:
             for row in rows
         ]
 
-    async def deleted_seqs(self) -> list[SeqRanges]:
-        rows = await self._pool.fetch("SELECT seqs FROM thread_deletions WHERE seqs IS NOT NULL")
-        return [_ranges(row["seqs"]) for row in rows]
+    async def deleted_seqs(self) -> dict[ThreadScope, SeqRanges]:
+        rows = await self._pool.fetch(
+            "SELECT environment, account_id, thread_id, seqs FROM thread_deletions WHERE seqs IS NOT NULL"
+        )
+        merged: dict[ThreadScope, SeqRanges] = {}
+        for row in rows:
+            scope = (row["environment"], row["account_id"], row["thread_id"])
+            merged[scope] = merge_ranges(merged.get(scope, ()), _ranges(row["seqs"]))
+        return merged
 
     @staticmethod
     def _found(row: Any, deletion_id: int) -> DeletionRecord:
@@ -164,7 +178,7 @@ class OwnPoolDeletions:
         finally:
             await pool.close()
 
-    async def deleted_seqs(self) -> list[SeqRanges]:
+    async def deleted_seqs(self) -> dict[ThreadScope, SeqRanges]:
         pool = await create_pool(self._dsn, min_size=1, max_size=1)
         try:
             return await PostgresDeletions(pool).deleted_seqs()

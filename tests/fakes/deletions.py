@@ -8,7 +8,15 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from core.stores.deletions import DeletionRecord, JournalDeletion, SeqRanges, Tombstone, merged_outcome
+from core.stores.deletions import (
+    DeletionRecord,
+    JournalDeletion,
+    SeqRanges,
+    ThreadScope,
+    Tombstone,
+    merge_ranges,
+    merged_outcome,
+)
 
 
 class InMemoryDeletions:
@@ -81,5 +89,10 @@ class InMemoryDeletions:
                 best[scope] = max(best.get(scope, 0), r.up_to_seq)
         return [Tombstone(*scope, up_to_seq) for scope, up_to_seq in best.items()]
 
-    async def deleted_seqs(self) -> list[SeqRanges]:
-        return [r.seqs for r in self.records.values() if r.seqs is not None]
+    async def deleted_seqs(self) -> dict[ThreadScope, SeqRanges]:
+        merged: dict[ThreadScope, SeqRanges] = {}
+        for r in self.records.values():
+            if r.seqs is not None:
+                scope = (r.environment, r.account_id, r.thread_id)
+                merged[scope] = merge_ranges(merged.get(scope, ()), r.seqs)
+        return merged

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from core.stores.deletions import SeqRanges, Tombstone
+from core.stores.deletions import SeqRanges, ThreadScope, Tombstone
 from processors.clickhouse_projection import ClickHouseProjection
 from streams.codecs import journal_deletions
 from streams.deletion_filter import decode_tombstone
@@ -43,8 +43,8 @@ class Register:
     async def tombstones(self) -> Sequence[Tombstone]:
         return self.known
 
-    async def deleted_seqs(self) -> list[SeqRanges]:
-        return []
+    async def deleted_seqs(self) -> dict[ThreadScope, SeqRanges]:
+        return {}
 
 
 def threads(store: InMemoryTranscriptStore) -> list[tuple[str, int]]:

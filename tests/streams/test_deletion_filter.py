@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from core.stores.deletions import SeqRanges, Tombstone
+from core.stores.deletions import SeqRanges, ThreadScope, Tombstone
 from streams.codecs import journal_deletions
 from streams.deletion_filter import DeletedMessages
 from streams.runtime.processor import InvalidMessage, Record
@@ -32,8 +32,8 @@ class Register:
         self.loads += 1
         return self.known
 
-    async def deleted_seqs(self) -> list[SeqRanges]:
-        return []
+    async def deleted_seqs(self) -> dict[ThreadScope, SeqRanges]:
+        return {}
 
 
 def batch() -> list[Record]:

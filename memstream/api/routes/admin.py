@@ -17,7 +17,8 @@ holds nothing.
 - `GET  /admin/v1/processors`: the node's processors, their consumer group, topics and state.
 - `GET  /admin/v1/processors/{name}/lag`: committed vs end offset per partition of its group.
 - `POST /admin/v1/replay`: reset a processor's group (`memstream.ops.replay_run`); NDJSON.
-- `POST /admin/v1/republish`: publish the journal again from a seq (`memstream.ops.republish`); NDJSON.
+- `POST /admin/v1/republish`: publish the journal again from a seq (of one journal shard, or every
+  shard from its start: `memstream.ops.republish`); NDJSON.
 - `GET  /admin/v1/verify`: journal vs ClickHouse projection counts (`memstream.ops.verify`); NDJSON.
 - `POST /admin/v1/rebuild/{clickhouse|qdrant}`: rebuild a projection and swap it in; NDJSON.
 - `GET  /admin/v1/accounts/{id}/export`, `POST /admin/v1/accounts/{id}/import`: account export and
@@ -44,8 +45,8 @@ from pydantic import BaseModel, Field
 
 from core.config import Settings
 from core.errors import Conflict, MemstreamError, NotFound, Unauthorized
+from core.sharding.journal import ShardedThreadJournal
 from core.stores.deletions import DeletionRegister
-from core.stores.journal import Journal
 from core.stores.message_vectors import MessageVectorStore
 from core.stores.transcripts import TranscriptStore
 from memstream.api.routes.admin_accounts import add_account_routes
@@ -55,9 +56,9 @@ from memstream.ops.progress import Progress, ProgressCallback
 from memstream.ops.replay import GroupOffsets, PartitionLag, total_lag
 from memstream.ops.replay_from import parse_replay_from
 from memstream.ops.replay_run import processor_status, run_replay
-from memstream.ops.republish import check_from_seq, republish
+from memstream.ops.republish import republish_shards, shards_to_republish
 from memstream.ops.verify import verify
-from streams.relays.journal import Relay
+from streams.journal_shards import LocalShards
 from streams.runtime.supervisor import ProcessorSupervisor
 
 log = logging.getLogger("memstream.admin")
@@ -77,8 +78,10 @@ class AdminDeps:
 
     settings: Settings
     token: str
-    journal: Journal
-    relay: Relay
+    journal: ShardedThreadJournal
+    """Every thread's journal (`core.sharding.journal.ShardedJournal`)."""
+    shards: LocalShards
+    """The journal shards of this node with their relays (republish, verify)."""
     processors: ProcessorSupervisor
     transcripts: Callable[[], TranscriptStore]
     rebuilders: Mapping[str, Rebuilder]
@@ -106,6 +109,12 @@ class ReplayRequest(BaseModel):
 
 class RepublishRequest(BaseModel):
     from_seq: int = Field(description="first seq published again (inclusive; 0 or 1: the whole journal)")
+    shard: int | None = Field(
+        default=None,
+        ge=0,
+        description="the journal shard whose seqs `from_seq` counts; needed with several shards unless "
+        "from_seq is 0 or 1 (every shard from its start)",
+    )
 
 
 class ProcessorInfo(BaseModel):
@@ -339,10 +348,10 @@ def admin_router(deps: AdminDeps) -> APIRouter:
 
     @router.post("/republish", summary="Publish the journal again from a seq (NDJSON progress)")
     async def republish_route(request: RepublishRequest) -> StreamingResponse:
-        check_from_seq(request.from_seq, await deps.journal.last_seq())
+        chosen = await shards_to_republish(deps.shards, request.from_seq, request.shard)
 
         async def operation(progress: ProgressCallback) -> Any:
-            return await republish(deps.journal, deps.relay, request.from_seq, progress=progress)
+            return await republish_shards(chosen, request.from_seq, progress=progress)
 
         return exclusive.stream("republish", operation)
 
@@ -354,8 +363,8 @@ def admin_router(deps: AdminDeps) -> APIRouter:
             store = deps.transcripts()
             await store.ensure_schema()
             return await verify(
+                deps.shards,
                 deps.journal,
-                deps.relay,
                 store,
                 deps.settings.environment,
                 settle_s=settle_s,

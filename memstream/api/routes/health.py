@@ -44,7 +44,8 @@ def health_router(deps: ApiDeps) -> APIRouter:
         },
     )
     async def readyz() -> JSONResponse:
-        """200 when Postgres answers `SELECT 1`, the journal answers `last_seq()` and the object
+        """200 when Postgres answers `SELECT 1`, the journal is ready (every local shard's: `ready()`,
+        not fenced, not closed) and the object
         store's root can be listed (`object_store`: a missing S3 bucket fails it, named in the
         error; a missing local directory is created again, so it recovers by itself, and every
         call checks again); 503 otherwise, with the failing check's error. With processors (the
@@ -55,7 +56,7 @@ def health_router(deps: ApiDeps) -> APIRouter:
         run again."""
         calls: dict[str, Awaitable[Any]] = {
             "postgres": deps.pool.fetchval("SELECT 1"),
-            "journal": deps.journal.last_seq(),
+            "journal": deps.journal.ready(),
         }
         if deps.object_store is not None:
             calls["object_store"] = deps.object_store.check()

@@ -55,7 +55,7 @@ async def test_the_journal_outcome_is_kept_once_set(register: DeletionRegister) 
     stepped = await register.record_step(record.deletion_id, "event", {"published": True})
     assert stepped.report == {"journal": {"messages": 3, "up_to_seq": 7}, "event": {"published": True}}
     assert await register.tombstones() == [Tombstone("dev", "acme", "t1", 7)]
-    assert await register.deleted_seqs() == [((1, 2), (7, 7))]
+    assert await register.deleted_seqs() == {("dev", "acme", "t1"): ((1, 2), (7, 7))}
     assert (await register.get(record.deletion_id)) == stepped
     # another run of the step that deleted more (two DELETEs racing an append): both count
     raced = await register.record_journal(record.deletion_id, JournalDeletion(2, 9, ((8, 9),)))

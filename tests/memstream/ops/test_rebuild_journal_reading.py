@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -17,16 +17,19 @@ from tests.fakes.transcripts import InMemoryTranscriptStore
 from tests.processors.transcript_support import message, record_of
 
 
-def record(seq: int) -> Record:
-    return record_of(message("t1", seq - 1, f"hello {seq}", seq=seq), seq)
+def record(seq: int, shard: int = 0) -> Record:
+    return record_of(message(f"t{shard}", seq - 1, f"hello {seq}", seq=seq, shard=shard), seq)
 
 
 class ScriptedReader:
-    """Each read waits `every_s`, then returns `script(n)`'s records for the n-th read (from 1)."""
+    """Each read waits `every_s`, then returns `script(n)`'s records for the n-th read (from 1):
+    seqs of shard 0, or (shard, seq) pairs."""
 
     topic = "test.journal.messages"
 
-    def __init__(self, script: Callable[[int], list[int]], every_s: float = 0.01) -> None:
+    def __init__(
+        self, script: Callable[[int], Sequence[int | tuple[int, int]]], every_s: float = 0.01
+    ) -> None:
         self.script = script
         self.every_s = every_s
         self.reads = 0
@@ -34,18 +37,19 @@ class ScriptedReader:
     async def read(self, max_records: int = 2000, timeout_s: float = 0.5) -> list[Record]:
         await asyncio.sleep(self.every_s)
         self.reads += 1
-        return [record(seq) for seq in self.script(self.reads)]
+        items = [(0, item) if isinstance(item, int) else item for item in self.script(self.reads)]
+        return [record(seq, shard) for shard, seq in items]
 
 
-def seqs(store: InMemoryTranscriptStore, table: str | None) -> set[int]:
-    """The seqs inserted into `table` (None: the live table)."""
-    return {r.seq for t, rows in store.inserts if t == table for r in rows}
+def seqs(store: InMemoryTranscriptStore, table: str | None, shard: int = 0) -> set[int]:
+    """The seqs of `shard` inserted into `table` (None: the live table)."""
+    return {r.seq for t, rows in store.inserts if t == table for r in rows if r.shard == shard}
 
 
 def reading(
     reader: ScriptedReader, store: TranscriptStore, *, published: int, idle_s: float
 ) -> JournalReading:
-    async def cursor() -> int:
+    async def cursor(shard: int) -> int:
         return published
 
     return JournalReading(
@@ -69,7 +73,7 @@ async def test_a_steady_trickle_completes_without_waiting_for_a_full_batch() -> 
     table = await store.create_rebuild_table()
     run = reading(ScriptedReader(one_per_read), store, published=10**6, idle_s=1.0)
     started = time.monotonic()
-    await asyncio.wait_for(run.run("read", table, 1, 3), 5)
+    await asyncio.wait_for(run.run("read", table, {0: (1, 3)}), 5)
     assert time.monotonic() - started < 0.5  # the read completing the range was inserted at once
     assert seqs(store, table) == {1, 2, 3}
 
@@ -79,7 +83,7 @@ async def test_rows_beyond_the_range_are_inserted_within_the_flush_interval() ->
     store = InMemoryTranscriptStore()
     run = reading(ScriptedReader(one_per_read, every_s=0.05), store, published=10**6, idle_s=2.0)
     run.flush_every_s = 0.2
-    await asyncio.wait_for(run.run("catch-up", None, 1, 40), 10)
+    await asyncio.wait_for(run.run("catch-up", None, {0: (1, 40)}), 10)
     assert seqs(store, None) == set(range(1, 41))
     assert len(store.inserts) > 3  # batches by time, well below batch_size
     assert all(len(rows) <= 6 for _, rows in store.inserts[:-1])
@@ -94,7 +98,7 @@ async def test_a_seq_the_topic_lacks_fails_although_later_records_keep_coming(pu
     reader = ScriptedReader(lambda n: [n] if n <= 2 else [n + 2])
     run = reading(reader, store, published=published, idle_s=0.5)
     with pytest.raises(RebuildFailed, match=r"lacks seq 3 .*memstream republish --from-seq 3"):
-        await asyncio.wait_for(run.run("read", table, 1, 4), 5)
+        await asyncio.wait_for(run.run("read", table, {0: (1, 4)}), 5)
     assert {1, 2} <= seqs(store, table)
 
 
@@ -104,7 +108,7 @@ async def test_a_relay_behind_is_named_as_the_reason() -> None:
     run = reading(ScriptedReader(lambda n: [n] if n <= 2 else []), store, published=2, idle_s=0.5)
     behind = "relay has published the journal up to seq 2 of 4: is it running"
     with pytest.raises(RebuildFailed, match=behind):
-        await asyncio.wait_for(run.run("read", table, 1, 4), 5)
+        await asyncio.wait_for(run.run("read", table, {0: (1, 4)}), 5)
 
 
 async def test_a_failed_catch_up_still_inserts_every_row_it_read() -> None:
@@ -115,5 +119,30 @@ async def test_a_failed_catch_up_still_inserts_every_row_it_read() -> None:
     run.flush_every_s = 60.0  # neither the timer nor the batch size inserts them: the failure does
     run.batch_size = 10**6
     with pytest.raises(RebuildFailed, match="lacks seq 7"):
-        await asyncio.wait_for(run.run("catch-up", None, 5, 8), 5)
+        await asyncio.wait_for(run.run("catch-up", None, {0: (5, 8)}), 5)
     assert {5, 6} <= seqs(store, None)
+
+
+async def test_every_shard_completes_its_own_range() -> None:
+    """Two journal shards each number seqs from 1: seq 2 of shard 0 does not stand for seq 2 of
+    shard 1, and the read ends only once both ranges are in."""
+    store = InMemoryTranscriptStore()
+    table = await store.create_rebuild_table()
+    script = [[(0, 1), (1, 1), (0, 2)], [(0, 3)], [(1, 2)], [(1, 3)]]
+    run = reading(
+        ScriptedReader(lambda n: script[n - 1] if n <= len(script) else []), store, published=3, idle_s=2
+    )
+    await asyncio.wait_for(run.run("read", table, {0: (1, 3), 1: (1, 3)}), 5)
+    assert seqs(store, table, 0) == seqs(store, table, 1) == {1, 2, 3}
+
+
+async def test_a_seq_one_shard_lacks_is_named_with_its_shard() -> None:
+    store = InMemoryTranscriptStore()
+    table = await store.create_rebuild_table()
+    reader = ScriptedReader(lambda n: [(0, 1), (0, 2), (1, 1)] if n == 1 else [])
+    run = reading(reader, store, published=2, idle_s=0.5)
+    failed = r"lacks seq 2 of journal shard 1 .*memstream republish --from-seq 2 --shard 1"
+    with pytest.raises(RebuildFailed, match=failed):
+        await asyncio.wait_for(run.run("read", table, {0: (1, 2), 1: (1, 2)}), 5)
+    run.skip_deleted([(1, ((2, 2),))])  # a deleted thread's seq of shard 1: never on the topic
+    await asyncio.wait_for(run.run("read", table, {0: (1, 2), 1: (1, 2)}), 5)
