@@ -28,7 +28,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from core.auth import Principal
-from core.errors import Conflict, InvalidInput, JournalUnavailable, MemstreamError, NotFound
+from core.errors import Conflict, InvalidInput, JournalUnavailable, MemstreamError, NotFound, ShardNotLocal
 from core.ids import require_id
 from core.inputs import check_json_value
 from core.journal.models import Message, NewMessage, ThreadRef
@@ -375,8 +375,8 @@ class ThreadService:
             _check_identity(thread, agent_id, user_id, action="append to")
             try:
                 return await self._journal_append(thread, messages)
-            except (InvalidInput, Conflict):
-                raise  # nothing written: roll the new thread back
+            except (InvalidInput, Conflict, ShardNotLocal):
+                raise  # nothing written: roll the new thread back (its shard's owner creates it)
             except Exception as exc:  # the journal may have written: keep the thread row
                 kept_error = exc
         assert kept_error is not None

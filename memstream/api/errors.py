@@ -2,9 +2,11 @@
 
 Typed errors map to statuses: InvalidInput 422 (with its field), NotFound 404, Conflict 409,
 Unauthorized 401 (with `WWW-Authenticate: Bearer`), JournalFenced / JournalUnavailable /
-SummaryUnavailable 503. PostgreSQL being unreachable (`sinks.postgres.errors.is_postgres_unavailable`:
-the driver's connection errors, wherever a route or its authentication meets them) is 503
-`postgres_unavailable` with `Retry-After`, on every route. Request validation errors (bad JSON,
+SummaryUnavailable 503, ShardNotLocal 503 `shard_not_local` with `Retry-After` (the thread's
+journal shard is not open on this node). PostgreSQL being unreachable
+(`sinks.postgres.errors.is_postgres_unavailable`: the driver's connection errors, wherever a
+route or its authentication meets them) is 503 `postgres_unavailable` with `Retry-After`, on
+every route. Request validation errors (bad JSON,
 wrong types, message rules) are 422 `invalid_input` (or the specific code of `core.inputs`:
 `invalid_text`, `json_too_deep`, `number_out_of_range`, `invalid_encoding`) naming the first
 offending field (`messages[0].content`); `details` lists every problem when there are several.
@@ -33,6 +35,7 @@ from core.errors import (
     MemstreamError,
     NotFound,
     PostgresUnavailable,
+    ShardNotLocal,
     Unauthorized,
 )
 from core.inputs import INPUT_ERROR_CODES
@@ -51,7 +54,10 @@ _STATUS: tuple[tuple[type[MemstreamError], int], ...] = (
     (SummaryUnavailable, 503),
     (PostgresUnavailable, 503),
     (DeletionIncomplete, 503),
+    (ShardNotLocal, 503),
 )
+SHARD_RETRY_AFTER_S = 1
+"""When a thread's journal shard is not open on this node (it is moving, or another node owns it)."""
 _DRIVER_ERRORS: tuple[type[Exception], ...] = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
 """Handled apart from other unexpected errors, so a Postgres outage answers 503 without a traceback."""
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized", 413: "payload_too_large"}
@@ -133,6 +139,8 @@ async def _memstream_error(request: Request, exc: Exception) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"}
     elif isinstance(exc, PostgresUnavailable):
         headers = {"Retry-After": str(exc.retry_after_s)}
+    elif isinstance(exc, ShardNotLocal):
+        headers = {"Retry-After": str(SHARD_RETRY_AFTER_S)}
     return error_response(status, exc.code, exc.message, field=field, headers=headers)
 
 

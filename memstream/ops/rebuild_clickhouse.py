@@ -77,12 +77,13 @@ async def rebuild_clickhouse(
     started = time.monotonic()
     await store.ensure_schema()
     vectors_before = await vectors.clock()
-    relays = {local.shard: local.relay for local in shards}
+    local_of = {local.shard: local for local in shards}
     target = {local.shard: await local.journal.last_seq() for local in shards}
     reader = TopicReader(engines.settings, JOURNAL_TOPIC)
 
-    async def published(shard: int) -> int:
-        return await relays[shard].cursor()
+    async def published(shard: int) -> int:  # the durable cursor of the shard's relay
+        local = local_of[shard]
+        return await local.journal.get_cursor(local.relay.cursor_name)
 
     def by_shard(deleted: Mapping[tuple[str, str, str], SeqRanges]) -> list[tuple[int, SeqRanges]]:
         return [(shard_of(*scope, count), seqs) for scope, seqs in deleted.items()]

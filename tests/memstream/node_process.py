@@ -29,6 +29,7 @@ def node_env(settings: Settings, api_port: int) -> dict[str, str]:
         "MEMSTREAM_POSTGRES_DSN": settings.postgres,
         "MEMSTREAM_REDIS_URL": settings.redis,
         "MEMSTREAM_API_PORT": str(api_port),
+        "MEMSTREAM_JOURNAL_SHARDS": str(settings.journal_shards),
     }
 
 

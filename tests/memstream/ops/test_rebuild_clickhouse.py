@@ -24,10 +24,12 @@ from processors import clickhouse_projection
 from sinks.clickhouse.schema import COLUMNS
 from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
+from streams.journal_shards import LocalShard
 from streams.relays.journal import DEFAULT_CURSOR, JOURNAL_TOPIC, Relay
 from streams.runtime.processor import Record
 from streams.topics import load_topics
 from tests.memstream.ops.live_projection import LiveProjection, eventually
+from tests.memstream.ops.local_shards import local_shards
 from tests.sinks.clickhouse.rows import row
 
 
@@ -68,6 +70,14 @@ async def append(journal: SlateJournal, rounds: int, *, threads: int = 5, tag: s
                     NewMessage(role="assistant", content=f"answer {r} to {t}"),
                 ],
             )
+
+
+def shards_of(engines: Engines) -> list[LocalShard]:
+    """The engines' journal as the node's one shard, with a relay of its own (it reads the durable
+    cursor, whatever relay moved it)."""
+    journal = engines.journal
+    assert isinstance(journal, SlateJournal)
+    return local_shards((journal, Relay(journal, engines.settings)))
 
 
 def live_projection(settings: Settings, store: TranscriptStore) -> LiveProjection:
@@ -113,7 +123,7 @@ async def test_rebuild_produces_an_identical_projection(
     assert len(before) == 400
 
     seen: list[Progress] = []
-    report = await rebuild_clickhouse(engines, progress=seen.append, batch_size=150)
+    report = await rebuild_clickhouse(engines, shards_of(engines), progress=seen.append, batch_size=150)
 
     assert live_rows(chdb_client, clickhouse_database) == before
     assert (report.target, report.rows) == ("clickhouse", 400)
@@ -145,7 +155,7 @@ async def test_rebuild_prunes_the_vectors_of_rows_it_removed(
         [MessageVector(*key, model="m", vector=b"\x01", seq=seq) for key, seq in zip(keys, seqs, strict=True)]
     )
 
-    await rebuild_clickhouse(engines, progress=lambda _: None)
+    await rebuild_clickhouse(engines, shards_of(engines), progress=lambda _: None)
 
     left = chdb_client.query(
         f"SELECT thread_id, offset FROM {clickhouse_database}.message_vectors ORDER BY thread_id, offset"
@@ -169,7 +179,7 @@ async def test_rebuild_while_the_live_projection_keeps_writing_loses_nothing(
     async with live_projection(engines.settings, store):
         appending = asyncio.create_task(_keep_appending(journal, stop))
         seen: list[Progress] = []
-        report = await rebuild_clickhouse(engines, progress=seen.append, batch_size=100)
+        report = await rebuild_clickhouse(engines, shards_of(engines), progress=seen.append, batch_size=100)
         await asyncio.sleep(0.5)  # a few appends after the swap, too
         stop.set()
         await appending
@@ -218,7 +228,9 @@ async def test_rebuild_completes_under_a_slow_steady_trickle(
 
         trickling = asyncio.create_task(trickle())
         await asyncio.sleep(1.0)
-        report = await rebuild_clickhouse(engines, progress=lambda _: None, idle_timeout_s=3.0)
+        report = await rebuild_clickhouse(
+            engines, shards_of(engines), progress=lambda _: None, idle_timeout_s=3.0
+        )
         stop.set()
         await trickling
         await relaying
@@ -242,7 +254,7 @@ async def test_a_topic_missing_seqs_fails_and_leaves_the_live_table_untouched(
 
     seen: list[Progress] = []
     with pytest.raises(RebuildFailed, match=r"lacks seq 101 .*memstream republish --from-seq 101"):
-        await rebuild_clickhouse(engines, progress=seen.append, idle_timeout_s=1.5)
+        await rebuild_clickhouse(engines, shards_of(engines), progress=seen.append, idle_timeout_s=1.5)
     assert live_rows(chdb_client, clickhouse_database) == before
     assert tables(chdb_client, clickhouse_database) == {"messages", "messages_dedup", "message_vectors"}
     assert max(p.done for p in seen if p.phase == "read") == 100
@@ -250,17 +262,17 @@ async def test_a_topic_missing_seqs_fails_and_leaves_the_live_table_untouched(
     # the relay is behind: the error says so
     await journal.set_cursor(DEFAULT_CURSOR, 100)
     with pytest.raises(RebuildFailed, match="relay has published the journal up to seq 100 of 120"):
-        await rebuild_clickhouse(engines, progress=seen.append, idle_timeout_s=1.5)
+        await rebuild_clickhouse(engines, shards_of(engines), progress=seen.append, idle_timeout_s=1.5)
     assert live_rows(chdb_client, clickhouse_database) == before
 
     # once republished, the rebuild completes
     while await relay.run_once():
         pass
-    report = await rebuild_clickhouse(engines, progress=seen.append)
+    report = await rebuild_clickhouse(engines, shards_of(engines), progress=seen.append)
     assert report.rows == 120
     await relay.close()
 
 
 async def test_needs_the_nodes_journal(ch_settings: Settings) -> None:
     with pytest.raises(RebuildFailed, match="needs the node's journal"):
-        await rebuild_clickhouse(Engines(ch_settings), progress=lambda _: None)
+        await rebuild_clickhouse(Engines(ch_settings), [], progress=lambda _: None)

@@ -31,6 +31,7 @@ from tests.memstream.ops.test_rebuild_clickhouse import (  # noqa: F401  (fixtur
     append,
     ch_settings,
     live_rows,
+    shards_of,
 )
 from tests.memstream.ops.test_rebuild_clickhouse import engines as engines
 
@@ -94,7 +95,7 @@ async def test_a_deleted_thread_is_never_rebuilt(
         await eventually(lambda: _rows_are(store, 320))  # the live processor honoured the event
     assert await thread_rows(store, chdb_client, clickhouse_database) == 0
     # the topic still holds the deleted messages: a rebuild reads them and leaves them out
-    report = await rebuild_clickhouse(engines, progress=lambda _: None, batch_size=150)
+    report = await rebuild_clickhouse(engines, shards_of(engines), progress=lambda _: None, batch_size=150)
     assert (report.rows, report.details["deleted"]) == (320, 80)
     assert await thread_rows(store, chdb_client, clickhouse_database) == 0
     # a replay of journal.messages into the live table by a new processor adds nothing back
@@ -138,7 +139,7 @@ async def test_a_deletion_racing_the_rebuild_does_not_survive_the_swap(
 
     async with Live(engines, register):
         await eventually(lambda: _rows_are(store, 400))
-        await rebuild_clickhouse(engines, progress=progress, batch_size=50)
+        await rebuild_clickhouse(engines, shards_of(engines), progress=progress, batch_size=50)
         assert racing, f"the rebuild never reported {during}"
         assert await racing[0] == 80
         await inserting[0]

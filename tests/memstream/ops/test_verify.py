@@ -18,6 +18,7 @@ from sinks.clickhouse.store import ClickHouseTranscriptStore
 from sinks.slatedb import keys
 from sinks.slatedb.journal import SlateJournal
 from streams.relays.journal import DEFAULT_CURSOR, Relay
+from tests.memstream.ops.local_shards import local_shards, sharded
 
 
 async def append(
@@ -45,7 +46,12 @@ async def test_reports_defects_and_pending_messages_apart(
     )
     seen: list[Progress] = []
     report = await verify(
-        journal, Relay(journal, settings), transcript_store, "test", settle_s=0, progress=seen.append
+        local_shards((journal, Relay(journal, settings))),
+        sharded(journal),
+        transcript_store,
+        "test",
+        settle_s=0,
+        progress=seen.append,
     )
     assert not report.ok
     assert set(report.differences) == {
@@ -75,8 +81,8 @@ async def test_waits_for_a_projection_that_catches_up(
     task = asyncio.create_task(catch_up())
     seen: list[Progress] = []
     report = await verify(
-        journal,
-        Relay(journal, settings),
+        local_shards((journal, Relay(journal, settings))),
+        sharded(journal),
         transcript_store,
         "test",
         settle_s=20,
@@ -105,7 +111,13 @@ async def test_appends_after_the_snapshot_are_not_reported_as_extra(
             return await transcript_store.thread_counts(environment)
 
     grown: list[bool] = []
-    report = await verify(journal, Relay(journal, settings), GrowingStore(), "test", settle_s=0)  # type: ignore[arg-type]
+    report = await verify(
+        local_shards((journal, Relay(journal, settings))),
+        sharded(journal),
+        GrowingStore(),
+        "test",
+        settle_s=0,
+    )  # type: ignore[arg-type]
     assert report.ok, report.differences
     assert report.journal_messages == 3
 
@@ -133,7 +145,13 @@ async def test_threads_with_ids_no_longer_valid_are_reported_not_fatal(
     poison = kept[0].model_copy(update={"thread_id": "fz-poison\n", "message_id": "p1", "seq": 9})
     await transcript_store.insert([row_of(m) for m in [*kept, old_thread, poison]])
     try:
-        report = await verify(journal, Relay(journal, settings), transcript_store, "test", settle_s=0)
+        report = await verify(
+            local_shards((journal, Relay(journal, settings))),
+            sharded(journal),
+            transcript_store,
+            "test",
+            settle_s=0,
+        )
     finally:
         await journal.close()
 

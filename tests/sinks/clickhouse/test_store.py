@@ -115,6 +115,35 @@ async def test_ensure_schema_upgrades_a_table_made_before_terms(
         await store.close()
 
 
+async def test_a_table_made_before_journal_shards_takes_the_shard_column(
+    clickhouse_dsn: str, clickhouse_database: str, chdb_client: Any
+) -> None:
+    """Rows projected before shards existed are of shard 0; new rows keep their shard."""
+    db = clickhouse_database
+    old_ddl = create_table(db).replace("    shard UInt16 DEFAULT 0,\n", "")
+    assert "shard" not in old_ddl
+    chdb_client.command(create_database(db))
+    chdb_client.command(old_ddl)
+    chdb_client.command(
+        f"INSERT INTO {db}.messages (environment, account_id, agent_id, thread_id, message_id, offset, "
+        "seq, role, content, created_at, token_count, terms, context_terms) "
+        "VALUES ('test', 'acct', 'agent', 't1', 'm0', 0, 1, 'user', 'old', now64(6), 1, 'old', '')"
+    )
+    store = ClickHouseTranscriptStore(clickhouse_dsn, database=db)
+    try:
+        await store.ensure_schema()
+        await store.ensure_schema()  # idempotent
+        await store.insert([replace(row("t2", 0, "new", seq=1), shard=2)])
+        columns = [c[0] for c in chdb_client.query(f"DESCRIBE TABLE {db}.messages").result_rows]
+        assert columns[columns.index("seq") + 1] == "shard"  # where a new table has it
+        stored = chdb_client.query(
+            f"SELECT thread_id, seq, shard FROM {db}.messages ORDER BY thread_id"
+        ).result_rows
+        assert [tuple(r) for r in stored] == [("t1", 1, 0), ("t2", 1, 2)]
+    finally:
+        await store.close()
+
+
 async def test_dedup_view_shows_one_row_per_message(
     transcript_store: ClickHouseTranscriptStore, chdb_client: Any
 ) -> None:

@@ -74,8 +74,8 @@ async def test_the_table_is_created_with_the_transcript_schema(
         parameters={"db": db},
     ).result_rows
     assert [c[0] for c in columns] == [
-        "environment", "account_id", "agent_id", "user_id", "thread_id", "offset", "seq", "message_id",
-        "model", "vector", "inserted_at",
+        "environment", "account_id", "agent_id", "user_id", "thread_id", "offset", "seq", "shard",
+        "message_id", "model", "vector", "inserted_at",
     ]  # fmt: skip
     await ClickHouseMessageVectors(transcript_store).ensure_schema()  # idempotent
 
@@ -158,8 +158,10 @@ async def test_a_table_made_before_the_seq_column_is_upgraded(
 ) -> None:
     db = transcript_store.database
     chdb_client.command(f"DROP TABLE {db}.message_vectors")
-    old_ddl = create_vectors_table(db).replace("    seq UInt64,\n", "")
-    assert "seq" not in old_ddl
+    old_ddl = (
+        create_vectors_table(db).replace("    seq UInt64,\n", "").replace("    shard UInt16 DEFAULT 0,\n", "")
+    )
+    assert "seq" not in old_ddl and "shard" not in old_ddl
     chdb_client.command(old_ddl)
     chdb_client.command(
         f"INSERT INTO {db}.message_vectors (environment, account_id, agent_id, user_id, thread_id, offset, "
@@ -173,7 +175,7 @@ async def test_a_table_made_before_the_seq_column_is_upgraded(
         "ORDER BY position",
         parameters={"db": db},
     ).result_rows
-    assert [c[0] for c in columns][5:7] == ["offset", "seq"]
+    assert [c[0] for c in columns][5:8] == ["offset", "seq", "shard"]
     assert await vectors.count_thread_rows("test", "acct", "t1", 1) == 1  # an old row has seq 0
     await vectors.insert_vectors([vector_of(row("t1", 1, "new", seq=5), b"\x02")])
     assert await vectors.delete_thread("test", "acct", "t1", 5) == 2

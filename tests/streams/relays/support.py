@@ -14,6 +14,7 @@ from confluent_kafka import Message as KafkaMessage
 from core.config import Settings
 from streams.admin import apply_topics
 from streams.codecs import journal_messages
+from streams.sequencing import shard_of_record
 from streams.topics import load_topics
 
 
@@ -62,6 +63,15 @@ def consume_from_start(
 def journal_seqs(settings: Settings) -> Counter[int]:
     """How many records of each journal seq `journal.messages` holds, read to the end of every
     partition (end-of-partition events, not the watermark Tansu reports wrongly)."""
+    seqs: Counter[int] = Counter()
+    for (_, seq), n in journal_shard_seqs(settings).items():
+        seqs[seq] += n
+    return seqs
+
+
+def journal_shard_seqs(settings: Settings) -> Counter[tuple[int, int]]:
+    """How many records of each (journal shard, seq) `journal.messages` holds (as `journal_seqs`);
+    a record's `shard` header must agree with its value's."""
     topic = settings.topic("journal.messages")
     consumer = Consumer(
         {
@@ -71,7 +81,7 @@ def journal_seqs(settings: Settings) -> Counter[int]:
             "enable.partition.eof": True,
         }
     )
-    seqs: Counter[int] = Counter()
+    seqs: Counter[tuple[int, int]] = Counter()
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
@@ -87,7 +97,9 @@ def journal_seqs(settings: Settings) -> Counter[int]:
                 assert error.code() == KafkaError._PARTITION_EOF, error
                 pending.discard(message.partition())
                 continue
-            seqs[journal_messages.decode(message.value()).seq] += 1
+            decoded = journal_messages.decode(message.value())
+            assert shard_of_record(message.headers()) == decoded.shard
+            seqs[(decoded.shard, decoded.seq)] += 1
     finally:
         consumer.close()
     return seqs

@@ -83,7 +83,7 @@ async def test_each_partition_is_a_chain_of_stamps_and_the_bounds_are_stored_wit
         assert links[0][0] == 0  # the pass started at cursor 0
         for (_, earlier), (prev, _) in itertools.pairwise(links):
             assert prev == earlier  # each record names its partition's previous seq
-    stored = await progress.load_bounds(relay.topic, PARTITIONS)
+    stored = await progress.load_bounds(relay.topic, 0, PARTITIONS)
     assert stored == PartitionBounds(
         PARTITIONS, 40, tuple(by_partition[p][-1][1] if p in by_partition else 0 for p in range(PARTITIONS))
     )
@@ -121,7 +121,7 @@ async def test_a_restart_continues_the_pass_and_a_rewind_starts_a_new_one(
             assert prev == earlier
         republished += len(again)
     assert republished == 5
-    stored = await progress.load_bounds(second.topic, PARTITIONS)
+    stored = await progress.load_bounds(second.topic, 0, PARTITIONS)
     assert stored is not None and stored.cursor == 30 and min(stored.bounds) == 25
 
 
@@ -182,3 +182,50 @@ async def test_interrupt_frees_a_round_stuck_on_a_recreated_topic(
             journal_messages.decode(r.value()).seq
             for r in consume_from_start(settings, "journal.messages", 12, quiet_s=0.7)
         ) == list(range(13, 25))
+
+
+async def test_a_relay_per_shard_publishes_to_the_same_topic_with_chains_of_its_own(
+    relay_settings: Settings, tmp_path: Path, pool: asyncpg.Pool
+) -> None:
+    """Two journal shards, each numbering seqs from 1, each with its relay: every record names its
+    shard (header and value), each shard's records chain per partition among themselves, and each
+    relay's bounds are stored under its shard."""
+    progress = PostgresProgress(pool)
+    journals = [
+        await SlateJournal.open(
+            f"file://{tmp_path}/journal{'' if k == 0 else f'-shard-{k}'}", shard=k, shards=2
+        )
+        for k in range(2)
+    ]
+    try:
+        for k, journal in enumerate(journals):
+            await append(journal, 15 + 5 * k)
+        relays = [
+            Relay(journal, relay_settings, batch_size=6, bounds_store=progress, shard=k)
+            for k, journal in enumerate(journals)
+        ]
+        for relay in relays:
+            await drain(relay)
+            await relay.close()
+    finally:
+        for journal in journals:
+            await journal.close()
+    records = consume_from_start(relay_settings, "journal.messages", 35, quiet_s=0.7)
+    by_shard: dict[int, list[KafkaMessage]] = defaultdict(list)
+    for record in records:
+        stamp = stamp_of(record.headers())
+        message = journal_messages.decode(record.value())
+        assert stamp is not None and stamp.shard == message.shard
+        by_shard[stamp.shard].append(record)
+    assert {k: sorted(journal_messages.decode(r.value()).seq for r in rs) for k, rs in by_shard.items()} == {
+        0: list(range(1, 16)),
+        1: list(range(1, 21)),
+    }
+    for k, shard_records in by_shard.items():
+        links = chains(shard_records)
+        for partition_links in links.values():
+            assert partition_links[0][0] == 0
+            for (_, earlier), (prev, _) in itertools.pairwise(partition_links):
+                assert prev == earlier  # within its shard, whatever the other shard put between
+        stored = await progress.load_bounds(relays[k].topic, k, PARTITIONS)
+        assert stored is not None and stored.shard == k and stored.cursor == 15 + 5 * k
