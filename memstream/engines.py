@@ -33,8 +33,9 @@ class Engines:
     ) -> None:
         self.settings = settings
         self.journal = journal
-        """The journal, for processors that read it: the node's (its single writer), or in a worker a
-        read-only view of it (`sinks.slatedb.reader`); None when the process has none. Not closed by
+        """The journal, for processors that read it: the node's (the writers of its shards behind a
+        `core.sharding.journal.ShardedJournal`), or in a worker read-only views of every shard
+        (`sinks.slatedb.reader`, a `ShardedFollower`); None when the process has none. Not closed by
         `close()`: its owner closes it."""
         self.pool = pool
         """The process's Postgres pool (agent memory, agents), for processors; None when it has none.
