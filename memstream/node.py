@@ -77,9 +77,10 @@ async def run_node(settings: Settings, stop: asyncio.Event) -> None:
 
 
 async def open_journals(settings: Settings) -> ShardedJournal[SlateJournal]:
-    """The writers of every journal shard (`settings.journal_shards`): shard 0 first (it records
-    the shard count, or refuses another one: `JournalShardsMismatch`), then the others together.
-    When one cannot be opened, those opened are closed again and its error raised."""
+    """The writers of every journal shard (`settings.journal_shards`): shard 0 first (its record of
+    the shard count refuses another one: `JournalShardsMismatch`), then the others together; once
+    every one is open, each records its layout if it had none. When one cannot be opened, those
+    opened are closed again (nothing recorded) and its error raised."""
     shards = settings.journal_shards
 
     async def open_shard(shard: int) -> SlateJournal:
@@ -90,6 +91,7 @@ async def open_journals(settings: Settings) -> ShardedJournal[SlateJournal]:
             max_message_bytes=settings.journal_max_message_bytes,
             shard=shard,
             shards=shards,
+            record=False,
         )
 
     opened = {0: await open_shard(0)}
@@ -101,6 +103,12 @@ async def open_journals(settings: Settings) -> ShardedJournal[SlateJournal]:
         else:
             opened[shard] = result
     journals = ShardedJournal(shards, opened)
+    if failure is None:
+        try:
+            for journal in opened.values():
+                await journal.record_layout()
+        except BaseException as exc:
+            failure = exc
     if failure is not None:
         with contextlib.suppress(Exception):
             await journals.close()

@@ -39,7 +39,7 @@ from core.stores.deletions import JournalDeletion
 from sinks.slatedb import keys
 from sinks.slatedb.binding import READ, is_fenced, speed_up_byte_copy
 from sinks.slatedb.group_commit import GroupCommit, Item, JournalStats
-from sinks.slatedb.layout import check_layout
+from sinks.slatedb.layout import check_layout, record_layout
 from sinks.slatedb.objectstore import build_object_store
 from sinks.slatedb.scans import check_count, check_offset, last_rows, messages_after, messages_from_seq
 
@@ -72,6 +72,7 @@ class SlateJournal:
             fenced_error=self._fenced_error,
             shard=shard,
         )
+        self._unrecorded_shards: int | None = None  # the shard count to record (`record_layout`)
         self._fenced = False
         self._db_closed: CloseReason | None = None
         self._status_polled_at = float("-inf")
@@ -91,6 +92,7 @@ class SlateJournal:
         write_timeout_s: float = 30.0,
         shard: int = 0,
         shards: int | None = None,
+        record: bool = True,
     ) -> SlateJournal:
         """Open (or create) the journal at `url` (`file:///abs/dir` or `s3://bucket/prefix`).
 
@@ -98,8 +100,9 @@ class SlateJournal:
         flush interval: the floor of a lone append's latency. `write_timeout_s` bounds the wait
         for durability of one group (JournalUnavailable when exceeded). The journal is shard
         `shard` (its messages carry it: `Message.shard`); with `shards`, the journal must be that
-        shard of that count, recorded in it on first open (`sinks.slatedb.layout`:
-        JournalShardsMismatch otherwise, the writer closed again).
+        shard of that count (`sinks.slatedb.layout`: JournalShardsMismatch otherwise, the writer
+        closed again), recorded in it on first open unless `record` is False (then
+        `record_layout()` does it).
         """
         if flush_interval_ms < 1:
             raise ValueError("flush_interval_ms must be >= 1")
@@ -122,7 +125,10 @@ class SlateJournal:
         try:
             if shards is not None:
                 with journal._storage_errors("checking which shard it is"):
-                    await check_layout(db, url, shard, shards, write_timeout_s)
+                    if await check_layout(db, url, shard, shards):
+                        journal._unrecorded_shards = shards
+                if record:
+                    await journal.record_layout()
             with journal._storage_errors("recovering the last seq"):
                 await asyncio.gather(
                     journal._commits.recover(),
@@ -155,6 +161,16 @@ class SlateJournal:
     def shard(self) -> int:
         """The journal shard this is (`core.sharding.shards`; 0 with one shard)."""
         return self._shard
+
+    async def record_layout(self) -> None:
+        """Record the layout `open` checked, when the journal has no record yet (durable on return;
+        nothing to do otherwise)."""
+        shards, self._unrecorded_shards = self._unrecorded_shards, None
+        if shards is None:
+            return
+        self._check_usable()
+        with self._storage_errors("recording which shard it is"):
+            await record_layout(self._db, self._shard, shards, self._commits.write_timeout_s)
 
     @property
     def stats(self) -> JournalStats:

@@ -2,7 +2,9 @@
 that a writer opens the shard it was configured for.
 
 A journal records `{shard}/{shards}` when its writer first opens it with a layout
-(`SlateJournal.open(url, shard=k, shards=n)`). A journal without the record that already holds
+(`SlateJournal.open(url, shard=k, shards=n)`, or `record_layout()` after an open with
+`record=False`: a node opening several shards records them only once every one opened, so a failed
+first start does not pin a count). A journal without the record that already holds
 data was written before shards existed: it is shard 0 of 1, and the record is added. On every
 later open the record must equal the configured layout, else `JournalShardsMismatch` names both
 and what to do: the shard count cannot change (a thread's shard is `shard_of(..., shards)`, so
@@ -53,9 +55,9 @@ async def recorded_layout(db: Any, url: str) -> tuple[tuple[int, int] | None, bo
     return (None if await iterator.next() is None else (0, 1)), False
 
 
-async def check_layout(db: Any, url: str, shard: int, shards: int, write_timeout_s: float) -> None:
-    """Raise JournalShardsMismatch unless the journal is `shard` of `shards` (module doc); record the
-    layout (durably) when the journal has no record yet."""
+async def check_layout(db: Any, url: str, shard: int, shards: int) -> bool:
+    """Raise JournalShardsMismatch unless the journal is `shard` of `shards` (module doc); True when
+    the journal has no record of it yet (`record_layout` writes it)."""
     check_shard(shard, shards)
     recorded, stored = await recorded_layout(db, url)
     if recorded is not None and recorded != (shard, shards):
@@ -71,6 +73,10 @@ async def check_layout(db: Any, url: str, shard: int, shards: int, write_timeout
             "k >= 1 lives beside the journal URL of shard 0, as `<url>-shard-<k>`; check "
             "MEMSTREAM_JOURNAL_URL"
         )
-    if not stored:
-        handle = await db.put(keys.LAYOUT_KEY, layout_value(shard, shards))
-        await asyncio.wait_for(handle.await_durable(), write_timeout_s)
+    return not stored
+
+
+async def record_layout(db: Any, shard: int, shards: int, write_timeout_s: float) -> None:
+    """Record that the journal is `shard` of `shards`, durably."""
+    handle = await db.put(keys.LAYOUT_KEY, layout_value(shard, shards))
+    await asyncio.wait_for(handle.await_durable(), write_timeout_s)

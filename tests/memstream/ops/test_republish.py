@@ -7,11 +7,23 @@ from __future__ import annotations
 import pytest
 
 from core.config import Settings
+from core.errors import InvalidInput
 from core.journal.models import NewMessage, ThreadRef
 from memstream.ops.progress import Progress
-from memstream.ops.republish import RepublishIncomplete, RepublishStalled, republish
+from memstream.ops.republish import (
+    RepublishIncomplete,
+    RepublishReport,
+    RepublishStalled,
+    ShardsRepublished,
+    republish,
+    republish_shards,
+    shards_to_republish,
+)
+from streams.journal_shards import LocalShard
 from streams.relays.journal import Relay
+from streams.topic_guards import JournalTopicGuard
 from tests.fakes.journal import InMemoryJournal
+from tests.fakes.progress import InMemoryProgress
 
 
 async def journal_of(messages: int) -> InMemoryJournal:
@@ -88,3 +100,48 @@ async def test_a_relay_without_progress_stops_the_wait_with_its_last_error() -> 
     assert "has not moved from seq 9 for 0.2s" in message
     assert "last relay error: KafkaException: broker down" in message
     assert "memstream republish --from-seq 10" in message
+
+
+async def shards_of(*sizes: int) -> list[LocalShard]:
+    """A local shard per size: its journal holds that many messages, its relay published them all."""
+    shards = []
+    for shard, size in enumerate(sizes):
+        journal = InMemoryJournal(shard=shard)
+        if size:
+            ref = ThreadRef(environment="test", account_id="a", thread_id=f"t{shard}")
+            await journal.append(
+                ref, "agent", None, [NewMessage(role="user", content=f"m{i}") for i in range(size)]
+            )
+        relay = FakeRelay(journal, size)
+        shards.append(
+            LocalShard(shard, journal, relay, JournalTopicGuard(journal, relay, InMemoryProgress(), []))
+        )
+    return shards
+
+
+async def test_a_seq_of_one_shard_needs_the_shard_and_zero_means_every_shard() -> None:
+    shards = await shards_of(30, 0, 12)
+    with pytest.raises(InvalidInput, match=r"3 shards.*add --shard K \(shard 0, 1, 2\)") as refused:
+        await shards_to_republish(shards, 10, None)
+    assert refused.value.field == "shard"
+    with pytest.raises(InvalidInput, match="--shard 5 is not a journal shard of this node") as refused:
+        await shards_to_republish(shards, 10, 5)
+    assert refused.value.field == "shard"
+    with pytest.raises(InvalidInput, match="past the journal's last seq 12") as refused:
+        await shards_to_republish(shards, 20, 2)
+    assert refused.value.field == "from_seq"
+    assert [s.shard for s in await shards_to_republish(shards, 10, 0)] == [0]
+    assert [s.shard for s in await shards_to_republish(shards, 0, None)] == [0, 2]  # shard 1 is empty
+    report = await republish_shards(await shards_to_republish(shards, 1, None), 1, idle_timeout_s=5)
+    assert isinstance(report, ShardsRepublished)
+    assert [(r.shard, r.from_seq, r.last_seq, r.range_messages) for r in report.shards] == [
+        (0, 1, 30, 30),
+        (2, 1, 12, 12),
+    ]
+    one = await republish_shards(await shards_to_republish(shards, 5, 2), 5, idle_timeout_s=5)
+    assert isinstance(one, RepublishReport) and (one.shard, one.from_seq, one.published) == (2, 5, 8)
+
+
+async def test_one_shard_needs_no_shard() -> None:
+    [only] = await shards_of(7)
+    assert await shards_to_republish([only], 3, None) == [only]
