@@ -44,9 +44,11 @@ from core.stores.transcripts import ThreadKey, TranscriptRow, TranscriptStore, T
 from core.transcripts.terms import message_terms
 from processors.transcript_context import DEFAULT_CACHE_THREADS, Entry, ThreadContext, contexts
 from streams.codecs import journal_messages
+from streams.codecs.records import header
 from streams.deletion_filter import TOPIC as DELETIONS_TOPIC
 from streams.deletion_filter import DeletedMessages
 from streams.runtime.processor import InvalidMessage, Processor, Record, decoding
+from streams.sequencing import SHARD_HEADER, shard_of_record
 
 NAME = "clickhouse-projection"
 SOURCE_TOPIC = "journal.messages"
@@ -102,6 +104,10 @@ def decode_message(record: Record) -> Message:
         raise InvalidMessage(
             record, f"record key {record.key!r} is not the message's thread_id {message.thread_id!r}"
         ) from ValueError("key and value disagree")
+    if header(record.headers, SHARD_HEADER) is not None and shard_of_record(record.headers) != message.shard:
+        raise InvalidMessage(  # its progress stamp would count it in another shard's seqs
+            record, f"the record's shard header does not name the message's shard {message.shard}"
+        ) from ValueError("shard header and value disagree")
     return message
 
 

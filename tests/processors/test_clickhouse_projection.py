@@ -4,6 +4,8 @@ test; the runtime's waiting is tested in tests/streams/runtime/test_batch.py).""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from core.journal.models import ToolCall
@@ -161,3 +163,13 @@ async def test_identity_batching_and_closing() -> None:
     shared = ClickHouseProjection(kept, close_store=False)
     await shared.stop()
     assert not kept.closed
+
+
+def test_a_shard_header_that_is_not_the_messages_shard_is_invalid() -> None:
+    sharded = record_of(message("th-1", 0, "hi", shard=2), 0)
+    assert decode(sharded).shard == 2  # no stamp headers: nothing to disagree with
+    stamped = replace(sharded, headers=(*sharded.headers, ("shard", b"2")))
+    assert decode(stamped).shard == 2
+    wrong = replace(sharded, headers=(*sharded.headers, ("shard", b"1")))
+    with pytest.raises(InvalidMessage, match="shard header does not name the message's shard 2"):
+        decode(wrong)
