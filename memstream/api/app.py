@@ -17,6 +17,7 @@ from memstream.api.routes.health import health_router
 from memstream.api.routes.memory import memory_router
 from memstream.api.routes.messages import messages_router
 from memstream.api.routes.threads import threads_router
+from memstream.api.routes.users import users_router
 from memstream.console import install_console
 
 DESCRIPTION = """
@@ -57,6 +58,7 @@ TAGS = [
     {"name": "context", "description": "What the model sees at the start of a turn."},
     {"name": "agents", "description": "Agents' capability bindings and the tools they offer."},
     {"name": "memory", "description": "Browse, edit and export an agent's memory entries."},
+    {"name": "users", "description": "Erasing a user of the account everywhere."},
     {"name": "health", "description": "Probes for orchestrators."},
 ]
 
@@ -91,6 +93,8 @@ def create_app(deps: ApiDeps, *, fast_routes: bool = True) -> FastAPI:
     app.include_router(context_router(deps))
     app.include_router(threads_router(deps))
     app.include_router(health_router(deps))
+    if deps.erasures is not None:
+        app.include_router(users_router(deps))
     if deps.memory is not None or deps.transcripts is not None:
         app.include_router(agents_router(deps, deps.memory))
     if deps.memory is not None:

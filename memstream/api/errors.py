@@ -1,9 +1,10 @@
 """One JSON error shape for every failure: `{"error": {"code", "message", "field"?, "details"?}}`.
 
 Typed errors map to statuses: InvalidInput 422 (with its field), NotFound 404, Conflict 409,
-Unauthorized 401 (with `WWW-Authenticate: Bearer`), JournalFenced / JournalUnavailable /
-SummaryUnavailable 503. PostgreSQL being unreachable (`sinks.postgres.errors.is_postgres_unavailable`:
-the driver's connection errors, wherever a route or its authentication meets them) is 503
+Unauthorized 401 (with `WWW-Authenticate: Bearer`), Forbidden 403, JournalFenced /
+JournalUnavailable / SummaryUnavailable / DeletionIncomplete / ErasureIncomplete 503. PostgreSQL
+being unreachable (`sinks.postgres.errors.is_postgres_unavailable`: the driver's connection
+errors, wherever a route or its authentication meets them) is 503
 `postgres_unavailable` with `Retry-After`, on every route. Request validation errors (bad JSON,
 wrong types, message rules) are 422 `invalid_input` (or the specific code of `core.inputs`:
 `invalid_text`, `json_too_deep`, `number_out_of_range`, `invalid_encoding`) naming the first
@@ -27,6 +28,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from core.errors import (
     Conflict,
     DeletionIncomplete,
+    ErasureIncomplete,
+    Forbidden,
     InvalidInput,
     JournalFenced,
     JournalUnavailable,
@@ -46,15 +49,23 @@ _STATUS: tuple[tuple[type[MemstreamError], int], ...] = (
     (NotFound, 404),
     (Conflict, 409),
     (Unauthorized, 401),
+    (Forbidden, 403),
     (JournalFenced, 503),
     (JournalUnavailable, 503),
     (SummaryUnavailable, 503),
     (PostgresUnavailable, 503),
     (DeletionIncomplete, 503),
+    (ErasureIncomplete, 503),
 )
 _DRIVER_ERRORS: tuple[type[Exception], ...] = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
 """Handled apart from other unexpected errors, so a Postgres outage answers 503 without a traceback."""
-_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized", 413: "payload_too_large"}
+_HTTP_CODES = {
+    404: "not_found",
+    405: "method_not_allowed",
+    401: "unauthorized",
+    403: "forbidden",
+    413: "payload_too_large",
+}
 _LOCATIONS = {"body", "path", "query", "header", "cookie"}
 
 
@@ -194,6 +205,7 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI `responses=` entries documenting the error shape for these statuses."""
     descriptions = {
         401: "Missing, malformed, unknown or revoked API key.",
+        403: "The API key may not do this (a key issued for an MCP gateway).",
         404: "No such thread in the caller's account.",
         409: "The request contradicts the stored thread (agent_id/user_id never change) or a message_id "
         "was reused with other content.",

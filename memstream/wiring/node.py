@@ -31,12 +31,14 @@ from core.stores.transcripts import TranscriptUnavailable
 from core.thread_deletion import ThreadDeletion
 from core.transcripts.rerank import DenseRerank
 from core.transcripts.tools import JournalTools
+from core.user_erasure import UserErasure
 from memstream.api.app import create_app
 from memstream.api.deps import MemoryDeps
 from memstream.api.routes.admin import AdminDeps, Rebuilder, admin_router
 from memstream.api.routes.metrics import metrics_router
 from memstream.deletion_steps import deletion_steps
 from memstream.engines import Engines
+from memstream.erasure_steps import QueryVectorsStep
 from memstream.fencing import watch_fence
 from memstream.mcp_server.http import MOUNT_PATH, McpEndpoint
 from memstream.metrics import NodeFigures
@@ -100,6 +102,7 @@ class Node:
     mcp: McpEndpoint
     deletion_events: DeletionEvents
     deletions: ThreadDeletion
+    erasures: UserErasure
     deletion_thresholds: RedisThresholdStore
 
     def tasks(self, stop: asyncio.Event) -> list[asyncio.Task[None]]:
@@ -117,18 +120,27 @@ class Node:
             asyncio.create_task(self.invalidations.run(stop), name="cache-invalidation"),
             asyncio.create_task(self.figures.run(stop), name="metrics"),
             asyncio.create_task(self.mcp.run(stop), name="mcp"),
-            asyncio.create_task(self._resume_deletions(stop), name="thread-deletions"),
+            asyncio.create_task(self._resume_deletions(stop), name="deletions"),
         ]
 
     async def _resume_deletions(self, stop: asyncio.Event) -> None:
-        """Finish the thread deletions a crash left incomplete (`core.thread_deletion`), then wait
-        for `stop` (a node task ends only when the node stops)."""
+        """Finish the thread deletions a crash left incomplete (`core.thread_deletion`), then the
+        user erasures (`core.user_erasure`: theirs were among them), then wait for `stop` (a node
+        task ends only when the node stops)."""
         try:
             finished = await self.deletions.resume()
             if finished:
                 log.info("finished %d interrupted thread deletion(s)", len(finished))
         except Exception:
             log.exception("the incomplete thread deletions could not be read; a repeated DELETE finishes one")
+        try:
+            erased = await self.erasures.resume()
+            if erased:
+                log.info("finished %d interrupted user erasure(s)", len(erased))
+        except Exception:
+            log.exception(
+                "the incomplete user erasures could not be read; the same erasure again finishes one"
+            )
         await stop.wait()
 
     async def close(self) -> None:
@@ -229,8 +241,11 @@ async def build_node(
         invalidations=invalidations,
         publish_deletion=deletion_events.publish,
         deletion_steps=steps,
+        erasure_steps=[
+            QueryVectorsStep([memory.recaller.query_vectors, *([rerank.queries] if rerank else [])])
+        ],
     )
-    assert api_deps.deletions is not None
+    assert api_deps.deletions is not None and api_deps.erasures is not None
     app = create_app(api_deps)
 
     async def relay_lag() -> int:
@@ -281,6 +296,7 @@ async def build_node(
         mcp=mcp,
         deletion_events=deletion_events,
         deletions=api_deps.deletions,
+        erasures=api_deps.erasures,
         deletion_thresholds=deletion_thresholds,
     )
 
