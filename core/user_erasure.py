@@ -138,9 +138,12 @@ class UserErasure:
     async def erase_in(
         self, environment: str, account_id: str, user_id: str, *, progress: ThreadProgress | None = None
     ) -> ErasureRecord:
-        """Erase the user of the account (module doc): InvalidInput on a bad user id, NotFound when
-        the account never had the user, ErasureIncomplete when a step failed (what was done stays
-        recorded)."""
+        """Erase the user of the account (module doc): `open`, then `finish`."""
+        return await self.finish(await self.open(environment, account_id, user_id), progress=progress)
+
+    async def open(self, environment: str, account_id: str, user_id: str) -> ErasureRecord:
+        """The user's erasure to `finish`: its incomplete one, else a new one written to the register
+        (the intent). InvalidInput on a bad user id, NotFound when the account never had the user."""
         require_id(user_id, "user_id")
         latest = await self._register.latest(environment, account_id, user_id)
         if latest is None and not await self._known(environment, account_id, user_id):
@@ -148,8 +151,7 @@ class UserErasure:
                 f"user {user_id!r} has nothing in account {account_id!r} (no thread, no memory entry) "
                 "and was never erased there: check the id"
             )
-        record = await self._register.open(environment, account_id, user_id)
-        return await self.finish(record, progress=progress)
+        return await self._register.open(environment, account_id, user_id)
 
     async def finish(self, record: ErasureRecord, *, progress: ThreadProgress | None = None) -> ErasureRecord:
         """Run every step `record` has not done yet, then complete it; a completed one as it is.

@@ -15,6 +15,7 @@ import click
 
 from memstream.cli.accounts import export_command, import_command
 from memstream.cli.admin import rebuild, replay, republish, verify
+from memstream.cli.erase import erase_user_command
 from memstream.cli.mcp import mcp
 from memstream.cli.rescreen import rescreen
 from memstream.cli.settings import load_settings
@@ -217,5 +218,15 @@ def keys_create(account: str, label: str, surface: str) -> None:
     click.echo(key)
 
 
-for _command in (replay, republish, verify, rebuild, mcp, rescreen, export_command, import_command):
+for _command in (
+    replay,
+    republish,
+    verify,
+    rebuild,
+    mcp,
+    rescreen,
+    export_command,
+    import_command,
+    erase_user_command,
+):
     main.add_command(_command)

@@ -272,6 +272,7 @@ async def build_node(
                 accounts=build_account_stores(settings, pool, journal, summary_cache),
                 deletions=PostgresDeletions(pool),
                 message_vectors=engines.message_vectors,
+                erasures=api_deps.erasures,
             )
         )
     )

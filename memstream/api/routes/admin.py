@@ -22,6 +22,8 @@ holds nothing.
 - `POST /admin/v1/rebuild/{clickhouse|qdrant}`: rebuild a projection and swap it in; NDJSON.
 - `GET  /admin/v1/accounts/{id}/export`, `POST /admin/v1/accounts/{id}/import`: account export and
   import (`memstream.api.routes.admin_accounts`), when the node gives `AdminDeps.accounts`.
+- `DELETE /admin/v1/accounts/{id}/users/{user_id}`: erase a user (`memstream.api.routes.admin_users`),
+  when the node gives `AdminDeps.erasures`; NDJSON.
 """
 
 from __future__ import annotations
@@ -48,7 +50,9 @@ from core.stores.deletions import DeletionRegister
 from core.stores.journal import Journal
 from core.stores.message_vectors import MessageVectorStore
 from core.stores.transcripts import TranscriptStore
+from core.user_erasure import UserErasure
 from memstream.api.routes.admin_accounts import add_account_routes
+from memstream.api.routes.admin_users import add_erasure_routes
 from memstream.metrics import NodeFigures
 from memstream.ops.account_export import AccountStores
 from memstream.ops.progress import Progress, ProgressCallback
@@ -93,6 +97,8 @@ class AdminDeps:
     """The thread-deletion register (`memstream verify` checks the deletions)."""
     message_vectors: Callable[[], MessageVectorStore] | None = None
     """The message vectors (`memstream verify` checks that deletions left none)."""
+    erasures: UserErasure | None = None
+    """User erasures (`memstream erase-user`)."""
 
 
 class ReplayRequest(BaseModel):
@@ -375,4 +381,6 @@ def admin_router(deps: AdminDeps) -> APIRouter:
 
     if deps.accounts is not None:
         add_account_routes(router, deps.accounts, deps.settings.environment, exclusive.stream)
+    if deps.erasures is not None:
+        add_erasure_routes(router, deps.erasures, deps.settings.environment, exclusive.stream)
     return router
