@@ -45,6 +45,7 @@ from memstream.metrics import NodeFigures
 from memstream.ops.progress import ProgressCallback
 from memstream.ops.rebuild import rebuild_clickhouse, rebuild_qdrant
 from memstream.ops.topic_restart import ConsumerRestart
+from memstream.ops.verify_erasures import ErasureStores
 from memstream.wiring.accounts import build_account_stores
 from memstream.wiring.api import build_api_deps, build_memory_deps
 from memstream.wiring.processors import (
@@ -62,9 +63,11 @@ from sinks.objectstore.health import ObjectStoreProbe
 from sinks.objectstore.summaries import ObjectStoreSummaryWriter
 from sinks.postgres.compactions import PostgresCompactions, compaction_totals
 from sinks.postgres.deletions import PostgresDeletions
+from sinks.postgres.erasures import PostgresErasures
 from sinks.postgres.invalidation import PostgresInvalidations
 from sinks.postgres.outbox import PostgresEntriesOutbox
 from sinks.postgres.progress import PostgresProgress
+from sinks.postgres.threads import PostgresThreadStore
 from sinks.redis.locks import RedisLocks
 from sinks.redis.summary_cache import RedisSummaryCache
 from sinks.redis.thresholds import RedisThresholdStore
@@ -273,6 +276,9 @@ async def build_node(
                 deletions=PostgresDeletions(pool),
                 message_vectors=engines.message_vectors,
                 erasures=api_deps.erasures,
+                erasure_stores=ErasureStores(
+                    PostgresErasures(pool), PostgresDeletions(pool), PostgresThreadStore(pool), memory.service
+                ),
             )
         )
     )

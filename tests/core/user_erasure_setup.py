@@ -70,7 +70,9 @@ class Setup:
         self.summaries = Summaries()
         self.published: list[Tombstone] = []
         deletion = ThreadDeletion(self.threads, self.journal, self.deletions, self.publish, [self.summaries])
-        self.memory = MemoryService(InMemoryMemoryStore(), utc_now)
+        self.now: datetime | None = None
+        """The memory's clock when set (an entry written "earlier"), else the time."""
+        self.memory = MemoryService(InMemoryMemoryStore(), lambda: self.now or utc_now())
         self.register = InMemoryErasures()
         self.caches = Caches()
         self.erasure = UserErasure(self.threads, deletion, self.register, self.memory, [self.caches])

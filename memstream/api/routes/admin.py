@@ -61,6 +61,7 @@ from memstream.ops.replay_from import parse_replay_from
 from memstream.ops.replay_run import processor_status, run_replay
 from memstream.ops.republish import check_from_seq, republish
 from memstream.ops.verify import verify
+from memstream.ops.verify_erasures import ErasureStores
 from streams.relays.journal import Relay
 from streams.runtime.supervisor import ProcessorSupervisor
 
@@ -99,6 +100,8 @@ class AdminDeps:
     """The message vectors (`memstream verify` checks that deletions left none)."""
     erasures: UserErasure | None = None
     """User erasures (`memstream erase-user`)."""
+    erasure_stores: ErasureStores | None = None
+    """What `memstream verify` reads to check the user erasures."""
 
 
 class ReplayRequest(BaseModel):
@@ -368,6 +371,7 @@ def admin_router(deps: AdminDeps) -> APIRouter:
                 progress=progress,
                 deletions=deps.deletions,
                 vectors=deps.message_vectors() if deps.message_vectors is not None else None,
+                erasures=deps.erasure_stores,
             )
 
         return exclusive.stream("verify", operation)
