@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -19,10 +21,7 @@ import redis.asyncio as aioredis
 from click.testing import CliRunner
 
 from core.config import Settings
-from core.embeddings.base import SparseVector
-from core.stores.vectors import CollectionRef, IndexFilter
 from memstream.cli import main
-from memstream.engines import Engines
 from sinks.postgres.pool import create_pool
 from sinks.slatedb.journal import SlateJournal
 from tests.memstream.node_process import RunningNode, running_node
@@ -64,6 +63,16 @@ def test_an_erased_user_is_gone_from_every_store_and_the_other_user_stays(
         erasure_id, ada_private, bob_private = _erase_through_the_node(node, settings)
     # with the node stopped (one process per embedded engine), every store read directly
     asyncio.run(_check_every_store(settings, ada_private, bob_private, erasure_id))
+    # ClickHouse (the transcript projection) and Qdrant (the memory index), read by a process of
+    # their own (chdb opens one data path per process, and this one may have opened another)
+    read = subprocess.run(
+        [sys.executable, "-c", READ_PROJECTIONS], env=node.env, capture_output=True, text=True, timeout=300
+    )
+    assert read.returncode == 0, read.stderr
+    projections = json.loads(read.stdout.strip().splitlines()[-1])
+    assert projections["counts"] == {BOB_TRIP: 55, BOB_SHORT: 4}
+    indexed = set(projections["indexed"])
+    assert not indexed & ada_private and bob_private <= indexed
 
 
 def _erase_through_the_node(node: RunningNode, settings: Settings) -> tuple[int, set[str], set[str]]:
@@ -159,6 +168,39 @@ async def _wait_for_the_index(settings: Settings) -> None:
         await pool.close()
 
 
+READ_PROJECTIONS = """
+import asyncio, json
+from core.config import Settings
+from core.embeddings.base import SparseVector
+from core.stores.vectors import CollectionRef, IndexFilter
+from memstream.engines import Engines
+
+async def main():
+    settings = Settings()
+    engines = Engines(settings)
+    try:
+        counts = await engines.transcripts().thread_counts(settings.environment)
+        embedder = engines.embedder()
+        dense = (await embedder.embed(["what does the user eat?"]))[0]
+        collection = CollectionRef(
+            environment=settings.environment, account_id="acme", model_id=embedder.model_id
+        )
+        nothing = SparseVector(indices=(), values=())
+        indexed = [
+            hit.entry_id
+            for user in ("ada", "bob")
+            for hit in await engines.index().hybrid_query(
+                collection, dense, nothing, IndexFilter(agent_id="bot", user_id=user), 100
+            )
+        ]
+    finally:
+        await engines.close()
+    print(json.dumps({"counts": {c.thread_id: c.messages for c in counts}, "indexed": indexed}))
+
+asyncio.run(main())
+"""
+
+
 async def _check_every_store(
     settings: Settings, ada_private: set[str], bob_private: set[str], erasure_id: int
 ) -> None:
@@ -193,30 +235,6 @@ async def _check_every_store(
         assert await pool.fetchval("SELECT count(*) FROM thread_deletions WHERE completed_at IS NULL") == 0
     finally:
         await pool.close()
-
-    # ClickHouse (the transcript projection) and Qdrant (the memory index)
-    engines = Engines(settings)
-    try:
-        counts = {
-            c.thread_id: c.messages for c in await engines.transcripts().thread_counts(settings.environment)
-        }
-        assert counts == {BOB_TRIP: 55, BOB_SHORT: 4}
-        embedder = engines.embedder()
-        dense = (await embedder.embed(["what does the user eat?"]))[0]
-        collection = CollectionRef(
-            environment=settings.environment, account_id="acme", model_id=embedder.model_id
-        )
-        nothing = SparseVector(indices=(), values=())
-        indexed = {
-            hit.entry_id
-            for user in ("ada", "bob")
-            for hit in await engines.index().hybrid_query(
-                collection, dense, nothing, IndexFilter(agent_id="bot", user_id=user), 100
-            )
-        }
-        assert not indexed & ada_private and bob_private <= indexed
-    finally:
-        await engines.close()
 
     # the summaries on disk: the trip of bob's only
     objects = settings.data_path / "objects"
