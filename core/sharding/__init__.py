@@ -1,0 +1,1 @@
+"""Journal shards: which node owns which shard (`membership`)."""
