@@ -9,6 +9,7 @@ from memstream.api.deps import ApiDeps
 from memstream.api.docs import install_docs
 from memstream.api.errors import install_error_handlers
 from memstream.api.fast_routes import FastRoutes
+from memstream.api.forwarding import Forwarder, Forwarding
 from memstream.api.request_guard import RequestGuard
 from memstream.api.request_metrics import RequestMetrics
 from memstream.api.routes.agents import agents_router
@@ -18,6 +19,7 @@ from memstream.api.routes.memory import memory_router
 from memstream.api.routes.messages import messages_router
 from memstream.api.routes.threads import threads_router
 from memstream.api.routes.users import users_router
+from memstream.api.security import ApiKeyBearer
 from memstream.console import install_console
 
 DESCRIPTION = """
@@ -63,10 +65,11 @@ TAGS = [
 ]
 
 
-def create_app(deps: ApiDeps, *, fast_routes: bool = True) -> FastAPI:
+def create_app(deps: ApiDeps, *, fast_routes: bool = True, forwarding: Forwarding | None = None) -> FastAPI:
     """The API over `deps` (whose owner opens and closes them; see `memstream.api.deps`).
     `fast_routes=False` leaves out `FastRoutes` (appends and contexts answered by FastAPI's own
-    machinery, as every other route; the answers are the same)."""
+    machinery, as every other route; the answers are the same). `forwarding`: requests another
+    node serves are sent there (`memstream.api.forwarding`; its owner closes it)."""
     app = FastAPI(
         title="memstream",
         version=memstream.__version__,
@@ -82,6 +85,8 @@ def create_app(deps: ApiDeps, *, fast_routes: bool = True) -> FastAPI:
     app.state.deps = deps
     if fast_routes:
         app.add_middleware(FastRoutes, api=app)  # inside RequestGuard (added after it, so outside)
+    if forwarding is not None:  # between the guard and FastRoutes
+        app.add_middleware(Forwarder, forwarding=forwarding, authenticate=ApiKeyBearer(deps))
     app.add_middleware(RequestGuard)
     app.add_middleware(RequestMetrics)  # outermost: times everything the guard and routes do
     install_error_handlers(app)

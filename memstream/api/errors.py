@@ -1,4 +1,5 @@
-"""One JSON error shape for every failure: `{"error": {"code", "message", "field"?, "details"?}}`.
+"""One JSON error shape for every failure: `{"error": {"code", "message", "field"?, "details"?,
+"owner"?}}` (`owner`: the node that serves a request another node refused, `memstream.api.forwarding`).
 
 Typed errors map to statuses: InvalidInput 422 (with its field), NotFound 404, Conflict 409,
 Unauthorized 401 (with `WWW-Authenticate: Bearer`), Forbidden 403, JournalFenced /
@@ -79,6 +80,9 @@ class ErrorDetail(BaseModel):
     message: str
     field: str | None = None
     details: list[FieldProblem] | None = None
+    owner: str | None = None
+    """The URL of the node that serves the request, when this node answered 503 because it does
+    not (`memstream.api.forwarding`)."""
 
 
 class ErrorResponse(BaseModel):
@@ -95,8 +99,10 @@ def error_response(
     field: str | None = None,
     details: list[FieldProblem] | None = None,
     headers: dict[str, str] | None = None,
+    owner: str | None = None,
 ) -> JSONResponse:
-    body = ErrorResponse(error=ErrorDetail(code=code, message=message, field=field, details=details))
+    detail = ErrorDetail(code=code, message=message, field=field, details=details, owner=owner)
+    body = ErrorResponse(error=detail)
     return JSONResponse(body.model_dump(mode="json", exclude_none=True), status_code=status, headers=headers)
 
 
