@@ -14,10 +14,11 @@ next. Every live node runs it on the same facts and reaches a consistent answer:
   store gives a contested shard to one of them, and the others see it taken in their next round.
 - **Extras are released gracefully.** A node holds more than the ceiling only after nodes joined:
   it releases the excess (whoever is below the ceiling takes it). A node at the ceiling releases a
-  shard only when a live node is below the floor and the free shards cannot cover the need; the
-  donors are taken in a fixed order (most shards first, then node id), so that two nodes never
-  both give up a shard for one need. A node that is not live (its own heartbeat missing) plans
-  nothing.
+  shard only when a live node is below the floor and neither the free shards nor those of nodes
+  that are no longer live (free once their leases run out) can cover the need; the donors are
+  taken in a fixed order (most shards first, then node id), so that two nodes never both give up
+  a shard for one need, and a donor never takes back what it gave. A node that is not live (its
+  own heartbeat missing) plans nothing.
 - **No flapping.** When every live node holds between floor and ceiling and no shard is free, the
   plan of every node is empty, and nothing a plan does makes a node leave that range again.
 
@@ -93,9 +94,9 @@ def plan(shards: int, leases: Sequence[ShardLease], live: Iterable[str], me: str
     offset = nodes.index(me) * shards // len(nodes)
     claim = sorted(free, key=lambda k: (k - offset) % shards)[: max(0, wanted)]
 
-    releases = excess[me] + _given(
-        me, counts, ceil, floor, sum(need.values()) - len(free) - sum(excess.values())
-    )
+    departing = sum(1 for node in held.values() if node not in counts)  # free once their leases run out
+    deficit = sum(need.values()) - len(free) - sum(excess.values()) - departing
+    releases = excess[me] + _given(me, counts, ceil, floor, deficit)
     release = sorted(mine, key=lambda k: (k - offset) % shards)[len(mine) - releases :] if releases else []
     return Plan(claim=tuple(claim), release=tuple(sorted(release)))
 

@@ -71,6 +71,15 @@ def test_only_one_donor_gives_for_one_need() -> None:
     assert plan(4, after, live, "c", NOW) == Plan(claim=(1,))
 
 
+def test_a_dead_nodes_shards_cover_a_need_before_anyone_gives_one_up() -> None:
+    leases = [lease(0, "a"), lease(1, "a"), lease(2, "b"), lease(3, "gone", expires_in_s=2)]
+    live = ["a", "b", "c"]  # c needs one; shard 3 is free once its lease runs out
+    assert all(plan(4, leases, live, me, NOW).empty for me in ("a", "b"))
+    later = NOW + timedelta(seconds=3)
+    assert plan(4, leases, live, "c", later) == Plan(claim=(3,))
+    assert plan(4, leases, live, "a", later).empty  # a took nothing and gives nothing
+
+
 def test_ceiling_nodes_keep_their_shards_when_the_free_ones_cover_the_need() -> None:
     leases = [lease(0, "a"), lease(1, "a"), lease(2, "b")]
     live = ["a", "b", "c"]  # 5 shards: 1 or 2 each; c needs 1, shards 3 and 4 are free
