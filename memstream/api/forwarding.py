@@ -18,6 +18,8 @@ Which node serves a request (`Owners`, given by the node's wiring):
   embedded (chdb and Qdrant Edge open in one process only: transcript search, the tool-call view
   and memory recall read them). The whole surface goes there, so that every node offers the same
   tools; with ClickHouse and Qdrant servers `Owners.projections` says `LOCAL` and nothing moves.
+  A tool call that names a thread (`thread_id` in the body or the MCP URL) reads the thread's row
+  (Postgres) and the projections, never the thread's journal, so it needs no shard owner.
 - Everything else (`GET /v1/threads`, health, metrics, admin, docs, console) is served here.
 
 What happens (`Placement`): `LOCAL` - the application answers; `Remote(node_id, url)` - the
