@@ -5,8 +5,9 @@ by the journal's append listener instead of polling), the topic sync (checked on
 any relay runs; once the processors exist it restarts the consumers of a replaced topic:
 `memstream.ops.topic_restart`), the compaction recovery, the shared engines, agent memory, the
 ClickHouse schema (a server that is down is only logged: the projection creates it later), the
-object-store probe, the processor supervisor and the FastAPI app with the admin router and the MCP
-endpoint (`memstream.mcp_server.http`, at `/mcp/{agent_id}`). It opens
+object-store probe, the processor supervisor, the FastAPI app with the admin router and the MCP
+endpoint (`memstream.mcp_server.http`, at `/mcp/{agent_id}`), and the read-only SQL endpoint on
+its own port (`memstream.sql`, when `settings.sql.enabled`). It opens
 no server and starts no task: `Node.tasks` starts the components, `Node.close` releases what
 `build_node` opened (the pool and the journal belong to the caller).
 """
@@ -27,6 +28,7 @@ from core.config import Settings
 from core.memory.clock import utc_now
 from core.memory.hygiene import run_daily
 from core.metrics import REGISTRY
+from core.sql.service import SqlService
 from core.stores.transcripts import TranscriptUnavailable
 from core.thread_deletion import ThreadDeletion
 from core.transcripts.rerank import DenseRerank
@@ -46,6 +48,7 @@ from memstream.ops.progress import ProgressCallback
 from memstream.ops.rebuild import rebuild_clickhouse, rebuild_qdrant
 from memstream.ops.topic_restart import ConsumerRestart
 from memstream.ops.verify_erasures import ErasureStores
+from memstream.sql.server import SqlEndpoint
 from memstream.wiring.accounts import build_account_stores
 from memstream.wiring.api import build_api_deps, build_memory_deps
 from memstream.wiring.processors import (
@@ -107,10 +110,11 @@ class Node:
     deletions: ThreadDeletion
     erasures: UserErasure
     deletion_thresholds: RedisThresholdStore
+    sql: SqlEndpoint | None = None
 
     def tasks(self, stop: asyncio.Event) -> list[asyncio.Task[None]]:
         """Start every component except the API; each runs until `stop` is set (or it fails)."""
-        return [
+        tasks = [
             asyncio.create_task(self.relay.run(stop), name="relay"),
             asyncio.create_task(self.entries_relay.run(stop), name="memory-outbox-relay"),
             asyncio.create_task(self.supervisor.run(stop), name="processors"),
@@ -125,6 +129,9 @@ class Node:
             asyncio.create_task(self.mcp.run(stop), name="mcp"),
             asyncio.create_task(self._resume_deletions(stop), name="deletions"),
         ]
+        if self.sql is not None:
+            tasks.append(asyncio.create_task(self.sql.run(stop), name="sql"))
+        return tasks
 
     async def _resume_deletions(self, stop: asyncio.Event) -> None:
         """Finish the thread deletions a crash left incomplete (`core.thread_deletion`), then the
@@ -286,6 +293,13 @@ async def build_node(
     REGISTRY.register(figures)  # unregistered by `close`
     mcp = McpEndpoint(api_deps)
     app.mount(MOUNT_PATH, mcp)  # after every route: the API's (and FastRoutes before them) come first
+    sql = (
+        SqlEndpoint(
+            settings, SqlService(engines.sql(), settings.sql, settings.environment), api_deps.api_keys
+        )
+        if settings.sql.enabled
+        else None
+    )
     return Node(
         settings=settings,
         journal=journal,
@@ -305,6 +319,7 @@ async def build_node(
         deletions=api_deps.deletions,
         erasures=api_deps.erasures,
         deletion_thresholds=deletion_thresholds,
+        sql=sql,
     )
 
 
