@@ -20,6 +20,7 @@ from memstream.cli.keys import keys
 from memstream.cli.mcp import mcp
 from memstream.cli.rescreen import rescreen
 from memstream.cli.settings import load_settings
+from memstream.cli.sql import sql
 
 
 @click.group()
@@ -205,5 +206,6 @@ for _command in (
     import_command,
     erase_user_command,
     keys,
+    sql,
 ):
     main.add_command(_command)

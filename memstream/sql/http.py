@@ -42,6 +42,7 @@ from core.sql.errors import (
     REQUIRED_PASSWORD,
     SqlError,
 )
+from core.sql.exception_block import write as exception_block
 from core.sql.limits import TRANSPORT_PARAMETERS
 from core.sql.service import SqlRequest, SqlService
 
@@ -53,12 +54,6 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 Authenticate = Callable[[str | None], Awaitable[DataPrincipal]]
 
 _BAD_REQUEST_CODE = 36  # BAD_ARGUMENTS
-
-
-def exception_block(tag: str, error: SqlError) -> bytes:
-    """An error after the output started, as ClickHouse appends it (see the module doc)."""
-    message = error.body().rstrip("\n")
-    return f"__exception__\r\n{tag}\r\n{message}\n{len(message)} {tag}\r\n__exception__\r\n".encode()
 
 
 def _credentials(headers: dict[str, str]) -> str | None:

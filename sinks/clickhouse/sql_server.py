@@ -15,41 +15,9 @@ from urllib.parse import unquote, urlsplit
 import httpx
 
 from core.sql.errors import NETWORK_ERROR, SqlError
+from core.sql.exception_block import ExceptionScanner
 from core.sql.formats import OutputFormat
 from sinks.clickhouse.schema import check_identifier
-
-
-class _TagScanner:
-    """Finds the server's tagged exception block in the output (which may span chunks)."""
-
-    def __init__(self, tag: str | None) -> None:
-        self.marker = f"__exception__\r\n{tag}".encode() if tag else None
-        self.tail = b""
-        self.error: bytearray | None = None
-
-    def feed(self, chunk: bytes) -> bytes:
-        """The part of `chunk` that is output; collects the exception block once it begins."""
-        if self.marker is None:
-            return chunk
-        if self.error is not None:
-            self.error.extend(chunk)
-            return b""
-        data = self.tail + chunk
-        at = data.find(self.marker)
-        if at >= 0:
-            self.error = bytearray(data[at:])
-            out, self.tail = data[:at], b""
-            return out
-        keep = len(self.marker) - 1
-        out, self.tail = data[: max(0, len(data) - keep)], data[max(0, len(data) - keep) :]
-        return out
-
-    def finish(self) -> bytes:
-        if self.error is not None:
-            text = bytes(self.error).decode(errors="replace")
-            raise SqlError.from_engine(text)
-        out, self.tail = self.tail, b""
-        return out
 
 
 class ServerSqlEngine:
@@ -90,7 +58,7 @@ class ServerSqlEngine:
             async with self._client.stream("POST", self.url, params=query, content=sql.encode()) as response:
                 if response.status_code != 200:
                     raise SqlError.from_engine((await response.aread()).decode(errors="replace"))
-                scanner = _TagScanner(response.headers.get("x-clickhouse-exception-tag"))
+                scanner = ExceptionScanner(response.headers.get("x-clickhouse-exception-tag"))
                 async for chunk in response.aiter_bytes():
                     out = scanner.feed(chunk)
                     if out:
