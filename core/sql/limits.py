@@ -27,6 +27,7 @@ LOWERABLE = frozenset(
         "max_rows_to_read",
         "max_bytes_to_read",
         "max_threads",
+        "max_block_size",
     }
 )
 """Limits a client may pass below the node's (a larger or 0 value is taken as the node's limit)."""
