@@ -129,10 +129,7 @@ async def test_closing_the_output_early_stops_the_query(engine: ChdbSqlEngine) -
 async def test_parameters_are_bound_not_spliced(engine: ChdbSqlEngine) -> None:
     value = "it's a \\ tab\there\nand a newline'); DROP TABLE x; --"
     assert escape_parameter("a\tb\\") == "a\\tb\\\\"
-    assert (
-        await engine.text("SELECT {v:String}", {"v": value})
-        == value + "\n"
-    )
+    assert await engine.text("SELECT {v:String}", {"v": value}) == value + "\n"
     output = b"".join(
         [c async for c in engine.stream("SELECT {v:String} AS v", fmt("JSONEachRow"), {}, {"v": value})]
     )
