@@ -150,8 +150,8 @@ def test_memstream_sql_exports_a_time_range_as_parquet(
     key_file.write_text(keys["acme"] + "\n")
     output = tmp_path / "november.parquet"
     query = (
-        "SELECT * FROM memstream.messages_dedup WHERE created_at >= '2026-11-01' AND created_at < '2026-12-01' "
-        "ORDER BY thread_id, offset"
+        "SELECT * FROM memstream.messages_dedup WHERE created_at >= '2026-11-01' "
+        "AND created_at < '2026-12-01' ORDER BY thread_id, offset"
     )
     monkeypatch.setenv("MEMSTREAM_DATA_DIR", str(tmp_path / "cli"))
     runner = CliRunner()

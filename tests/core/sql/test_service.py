@@ -116,7 +116,7 @@ ADVERSARIAL = [
     "SELECT account_id, content FROM {db}.messages WHERE account_id = 'globex'",
     "SELECT account_id, content FROM {db}.messages FINAL WHERE 1 OR account_id != 'acme'",
     "SELECT * FROM (SELECT * FROM (SELECT account_id, content FROM {db}.messages_dedup))",
-    "SELECT m.content, d.user_id FROM {db}.messages AS m JOIN {db}.messages_dedup AS d ON m.thread_id != d.thread_id",
+    "SELECT m.content, d.user_id FROM {db}.messages AS m CROSS JOIN {db}.messages_dedup AS d",
     "SELECT content FROM {db}.messages UNION ALL SELECT thread_id FROM {db}.message_vectors",
     "SELECT user_id FROM {db}.messages INTERSECT SELECT user_id FROM {db}.messages",
     "WITH t AS (SELECT * FROM {db}.messages) SELECT content, user_id FROM t",

@@ -39,8 +39,8 @@ async def fill(store: ClickHouseTranscriptStore, environment: str = "test") -> N
     await store.client.run(
         "vectors",
         lambda client: client.command(
-            f"INSERT INTO {db}.message_vectors (environment, account_id, agent_id, user_id, thread_id, offset, "
-            f"seq, message_id, model, vector) SELECT environment, account_id, agent_id, user_id, thread_id, "
-            f"offset, seq, message_id, 'm', [1, 2] FROM {db}.messages"
+            f"INSERT INTO {db}.message_vectors (environment, account_id, agent_id, user_id, thread_id, "
+            "offset, seq, message_id, model, vector) SELECT environment, account_id, agent_id, user_id, "
+            f"thread_id, offset, seq, message_id, 'm', [1, 2] FROM {db}.messages"
         ),
     )
