@@ -135,6 +135,11 @@ class SqlHttpApp:
                 "sql %s %s -> %d code %d (%.0f ms)", method, path, error.status, error.code, _ms(started)
             )
             return
+        except Exception:  # a bug, not the query's fault: answered in ClickHouse's shape all the same
+            log.exception("the SQL endpoint failed on a query")
+            failure = SqlError(1001, "the SQL endpoint failed: see the node's log", name="STD_EXCEPTION")
+            await self._error(send, failure, query_id)
+            return
         response_headers = [
             (b"content-type", result.format.content_type.encode()),
             (b"x-clickhouse-format", result.format.name.encode()),
