@@ -6,8 +6,9 @@ over HTTP, curl, DBeaver and Grafana use, as an ASGI app over `core.sql.service.
   parameter, as in ClickHouse), gzip or deflate bodies accepted; GET works too.
 - URL parameters: `database` (only the projection's), `default_format`, `param_NAME` (query
   parameters), settings (`core.sql.limits`: limits lowered only, output settings), and
-  ClickHouse's transport parameters (`session_id`, `query_id`, `compress`, ...; accepted,
-  without effect: every request stands alone). `wait_end_of_query=1` holds the output (up to
+  ClickHouse's transport parameters (`session_id`, `query_id`, ...; accepted, without effect:
+  every request stands alone; `compress=1`, ClickHouse's own compressed transfer, is refused with
+  a message saying to turn it off). `wait_end_of_query=1` holds the output (up to
   `max_buffered_result_bytes`) so that an error still gets its status.
 - Credentials: a data-access key as the password of HTTP Basic auth (any user name), as the header
   `X-ClickHouse-Key` (with `X-ClickHouse-User`), or `Authorization: Bearer`. Never in the URL
@@ -125,6 +126,12 @@ class SqlHttpApp:
                     AUTHENTICATION_FAILED,
                     "credentials are never accepted in the URL (URLs are logged): send the data-access key "
                     "as the Basic auth password or the X-ClickHouse-Key header",
+                )
+            if params.get("compress") == "1" or params.get("decompress") == "1":
+                raise SqlError(
+                    48,
+                    "ClickHouse's compressed transfer (compress=1 / decompress=1) is not supported: turn the "
+                    "client's compression off (DBeaver / JDBC: driver property compress=false)",
                 )
             principal = await self._principal(headers)
             request = self._request(params, body)

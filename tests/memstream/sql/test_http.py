@@ -176,6 +176,8 @@ async def test_query_text_parameters_and_formats(endpoint: Endpoint) -> None:
         assert other.status_code == 404 and "serves" in other.text
         unknown = await http.post(endpoint.url, content=b"SELECT 1 FORMAT Protobuf")
         assert unknown.status_code == 404 and unknown.headers["x-clickhouse-exception-code"] == "73"
+        compressed = await http.post(endpoint.url, content=b"SELECT 1", params={"compress": "1"})
+        assert compressed.status_code == 501 and "compress=false" in compressed.text
         setting = await http.post(endpoint.url, content=b"SELECT 1", params={"allow_ddl": "1"})
         assert setting.status_code == 403 and "Cannot modify 'allow_ddl'" in setting.text
 
