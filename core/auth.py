@@ -7,7 +7,9 @@ environment, and a request authenticated with it acts as that `Principal`.
 
 A key is issued for one surface (`Surface`): `agent` (the default: an agent platform calling
 memstream directly) or `mcp` (an MCP gateway relaying for its clients). Tools offered on agent
-surfaces only (the journal tools) do not exist for a caller with an `mcp` key.
+surfaces only (the journal tools) do not exist for a caller with an `mcp` key. Data-access keys
+(surface `data`, `core.sql.access`) are kept in the same store but work only on the SQL endpoint:
+`verify` refuses them.
 
 Keys are kept in an `ApiKeyStore` (`core.stores.api_keys`), passed to every function.
 `verify` raises `Unauthorized` with a message that says what is wrong (missing, malformed,
@@ -35,6 +37,8 @@ Surface = Literal["agent", "mcp"]
 SURFACES: tuple[Surface, ...] = get_args(Surface)
 AGENT_SURFACE: Surface = "agent"
 MCP_SURFACE: Surface = "mcp"
+DATA_SURFACE = "data"
+"""The surface of data-access keys (`core.sql.access`): the SQL endpoint's, never the agent API's."""
 
 __all__ = [
     "SURFACES",
@@ -124,6 +128,11 @@ async def verify(store: ApiKeyStore, key: str | None, environment: str) -> Princ
         )
     if record.revoked:
         raise Unauthorized(f"API key {record.prefix}... ({record.key_id}) was revoked")
+    if record.surface == DATA_SURFACE:
+        raise Unauthorized(
+            f"key {record.prefix}... ({record.key_id}) is a data-access key: it works only on the SQL "
+            "endpoint; agents need an API key (`memstream keys create --account ACCOUNT`)"
+        )
     return Principal(
         account_id=record.account_id,
         environment=record.environment,

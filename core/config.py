@@ -30,6 +30,7 @@ from pydantic_settings import (
 
 from core.ids import ENVIRONMENT
 from core.sharding.shards import MAX_SHARDS, check_shard, shard_journal_url
+from core.sql.config import SqlSettings
 
 _TOPIC_PREFIX_RE = re.compile(r"[A-Za-z0-9._-]{1,100}")
 
@@ -135,6 +136,11 @@ class Settings(BaseSettings):
         "one in {data_dir}/admin.token (mode 0600), which the CLI on the same data dir reads",
     )
     ports: EmbeddedPorts = EmbeddedPorts()
+    sql: SqlSettings = Field(
+        default=SqlSettings(),
+        description="the read-only SQL endpoint for data teams (ClickHouse's HTTP interface, data-access "
+        "keys only): `MEMSTREAM_SQL__PORT`, `MEMSTREAM_SQL__MAX_EXECUTION_TIME_S`, ...",
+    )
 
     chat_model: ModelSettings = ModelSettings()
     embedding_model: ModelSettings = ModelSettings(model="all-MiniLM-L6-v2-q8")
@@ -282,6 +288,12 @@ class Settings(BaseSettings):
         return f"http://{host}:{self.api_port}"
 
     @property
+    def sql_url(self) -> str:
+        """The SQL endpoint as a client on this machine reaches it (a wildcard host means loopback)."""
+        host = "127.0.0.1" if self.sql.host in ("0.0.0.0", "", "::") else self.sql.host
+        return f"http://{host}:{self.sql.port}"
+
+    @property
     def broker_bootstrap(self) -> str:
         """Bootstrap servers for Kafka clients, e.g. `127.0.0.1:19092`."""
         url = self.broker_url or f"kafka://127.0.0.1:{self.ports.broker}"
@@ -352,6 +364,7 @@ class Settings(BaseSettings):
             "chat_model": f"{self.chat_model.provider}:{self.chat_model.model}",
             "embedding_model": f"{self.embedding_model.provider}:{self.embedding_model.model}",
             "api": f"http://{self.api_host}:{self.api_port}",
+            "sql": f"http://{self.sql.host}:{self.sql.port}" if self.sql.enabled else "off",
         }
 
 

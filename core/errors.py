@@ -46,6 +46,12 @@ class Unauthorized(MemstreamError):
     code = "unauthorized"
 
 
+class Forbidden(MemstreamError):
+    """The caller is authenticated but its key may not do this (e.g. an `mcp` key erasing a user)."""
+
+    code = "forbidden"
+
+
 class JournalFenced(MemstreamError):
     """Another journal writer opened the same journal: this writer must stop; every call fails."""
 
@@ -88,6 +94,14 @@ class DeletionIncomplete(StoreUnavailable):
     the node at start, or the same DELETE again, finishes it (503 with Retry-After semantics)."""
 
     code = "deletion_incomplete"
+
+
+class ErasureIncomplete(StoreUnavailable):
+    """A user erasure stopped at a step (a store away, a crash, a thread that appends keep
+    re-creating): what was done is recorded, and the node at start, or the same erasure again,
+    finishes it (503)."""
+
+    code = "erasure_incomplete"
 
 
 class JournalUnavailable(MemstreamError):

@@ -86,6 +86,21 @@ class ThreadDeletion:
         )
         return await self.finish(record)
 
+    async def open_of_user(
+        self, environment: str, account_id: str, thread_id: str, user_id: str
+    ) -> DeletionRecord | None:
+        """The deletion of the account's thread when it belongs to `user_id` (its incomplete one,
+        else a new one, written to the register: the intent; `finish` runs it); None when the
+        account has no such thread of that user (a user erasure, `core.user_erasure`)."""
+        thread = await self._threads.get(environment, account_id, thread_id)
+        if thread is None or thread.user_id != user_id:
+            return None
+        return await self._register.open(environment, account_id, thread_id, thread.agent_id, thread.user_id)
+
+    async def get(self, deletion_id: int) -> DeletionRecord | None:
+        """A deletion of the register, complete or not."""
+        return await self._register.get(deletion_id)
+
     async def finish(self, record: DeletionRecord) -> DeletionRecord:
         """Run every step `record` has not done yet, then complete it; a completed one as it is.
         A step that fails raises DeletionIncomplete (caused by the failure): what was done stays

@@ -14,12 +14,13 @@ import asyncpg
 from core.chat.base import ChatModel
 from core.config import Settings
 from core.embeddings.base import Embedder
+from core.sql.engine import SqlEngine
 from core.stores.journal import ThreadJournal
 from core.stores.message_vectors import MessageVectorStore
 from core.stores.transcripts import TranscriptStore
 from core.stores.vectors import VectorIndex
 from sinks.chat.factory import build_chat_model
-from sinks.clickhouse.factory import build_transcript_store
+from sinks.clickhouse.factory import build_sql_engine, build_transcript_store
 from sinks.clickhouse.store import ClickHouseTranscriptStore
 from sinks.clickhouse.vectors import ClickHouseMessageVectors
 from sinks.embeddings.bm25 import Bm25Sparse
@@ -45,6 +46,7 @@ class Engines:
         self._embedder: Embedder | None = None
         self._sparse: Bm25Sparse | None = None
         self._transcripts: ClickHouseTranscriptStore | None = None
+        self._sql: SqlEngine | None = None
 
     def index(self) -> VectorIndex:
         if self._index is None:
@@ -78,12 +80,22 @@ class Engines:
         its client (closed with it)."""
         return ClickHouseMessageVectors(self._clickhouse())
 
+    def sql(self) -> SqlEngine:
+        """The SQL endpoint's engine: the transcript store's ClickHouse, on a pool of its own
+        (`settings.sql.max_concurrent_queries` threads with chdb)."""
+        if self._sql is None:
+            self._sql = build_sql_engine(self.settings)
+        return self._sql
+
     def _clickhouse(self) -> ClickHouseTranscriptStore:
         if self._transcripts is None:
             self._transcripts = build_transcript_store(self.settings)
         return self._transcripts
 
     async def close(self) -> None:
+        sql, self._sql = self._sql, None
+        if sql is not None:
+            await sql.close()
         transcripts, self._transcripts = self._transcripts, None
         if transcripts is not None:
             await transcripts.close()

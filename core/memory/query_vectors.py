@@ -16,6 +16,9 @@ and a remote model is asked for one text. One `QueryVectors` serves one embedder
 so a cached vector is exactly what embedding the text again would give. Nothing else is cached:
 the index query and the Postgres re-check run on every recall.
 
+`forget(matches)` drops the vectors of the scopes `matches` picks (a user erasure drops the
+user's queries, which hold their texts).
+
 The vectors are kept as arrays of doubles (exactly the floats the embedder returned; 3 KiB for 384
 dimensions, ~3 MiB in all), the least recently used dropped first. Failures are not cached.
 """
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 from array import array
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 from core.embeddings.base import Embedder
 
@@ -59,3 +62,10 @@ class QueryVectors:
             while len(self._vectors) > self._size:
                 self._vectors.popitem(last=False)
         return vector
+
+    def forget(self, matches: Callable[[Hashable], bool]) -> int:
+        """Drop the kept vectors of every scope `matches` is true of; returns how many."""
+        gone = [key for key in self._vectors if matches(key[0])]
+        for key in gone:
+            del self._vectors[key]
+        return len(gone)

@@ -3,7 +3,8 @@
 Both writers (the agent's Memory tools and the pre-compaction flush) call `store`/`forget`; the
 HTTP browse/edit endpoints call `list`/`get`/`edit`/`forget_entry`; recall calls `by_ids`,
 `keyword_search` and `record_recall`; pinning calls `pinned_candidates`; hygiene calls
-`expire_due` and `decay`.
+`expire_due` and `decay`; thread deletions and user erasures call `forget_thread`, `erase_user`
+(`core.memory.erasure`).
 
 Rules of `store` (the issue's, exactly):
 - `scope_visibility="private"` with no authenticated user (`scope.user_id is None`) stores a
@@ -44,7 +45,7 @@ subclass) before anything is written.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any, Literal, cast
@@ -67,7 +68,7 @@ from core.memory.checks import (
     sensitive_note,
     store_scope,
 )
-from core.memory.clock import Clock, utc_now
+from core.memory.erasure import MemoryErasure
 from core.memory.models import (
     DECAY_AFTER_DAYS,
     DECAY_FLOOR,
@@ -81,9 +82,8 @@ from core.memory.models import (
     Provenance,
     Visibility,
 )
-from core.memory.reads import MemoryReads
 from core.memory.screening import SensitiveWithoutUser, screen
-from core.memory.store import MemoryStore, MemoryWrites, Scope, StoredEntry
+from core.memory.store import MemoryWrites, Scope, StoredEntry
 
 Outcome = Literal["created", "replaced", "unchanged"]
 
@@ -139,19 +139,10 @@ class _Recording:
         self.changed.extend(c.entry if isinstance(c, StoredEntry) else c for c in changes)
 
 
-class MemoryService(MemoryReads):
-    """Agent memory over a `MemoryStore`: its writes (module rules) and hygiene primitives, and the
-    reads of `MemoryReads`. `clock` gives the current time (aware), injectable for tests.
-    Callbacks given to `listen` are called after each committed write with the entries it changed
-    (e.g. to evict this process's caches at once; other processes learn of it from the store)."""
-
-    def __init__(self, store: MemoryStore, clock: Clock = utc_now) -> None:
-        super().__init__(store, clock)
-        self._listeners: list[Callable[[Sequence[MemoryEntry]], None]] = []
-
-    def listen(self, on_change: Callable[[Sequence[MemoryEntry]], None]) -> None:
-        """Call `on_change(entries)` after every committed write from now on."""
-        self._listeners.append(on_change)
+class MemoryService(MemoryErasure):
+    """Agent memory over a `MemoryStore`: its writes (module rules) and hygiene primitives, the
+    deletions of `MemoryErasure` (and its listeners: `listen`) and the reads of `MemoryReads`.
+    `clock` gives the current time (aware), injectable for tests."""
 
     @asynccontextmanager
     async def _writing(self, s: Scope) -> AsyncIterator[MemoryWrites]:
@@ -160,11 +151,6 @@ class MemoryService(MemoryReads):
             recording = _Recording(tx)
             yield cast(MemoryWrites, recording)
         self._changed(recording.changed)
-
-    def _changed(self, entries: Sequence[MemoryEntry]) -> None:
-        if entries:
-            for on_change in self._listeners:
-                on_change(entries)
 
     async def store(
         self,
@@ -394,16 +380,6 @@ class MemoryService(MemoryReads):
             total += len(gone)
             if len(gone) < batch_size:
                 return total
-
-    async def forget_thread(self, environment: str, account_id: str, thread_id: str) -> tuple[int, int]:
-        """Delete every entry of the account whose provenance is the thread (`source.thread_id`:
-        what the flush extracted from it), and its quarantined ones, in one transaction with a
-        tombstone each in the outbox (the index drops them); returns (entries, quarantine rows)."""
-        async with self._store.transaction() as tx:
-            gone, quarantined = await tx.delete_from_thread(environment, account_id, thread_id)
-            await tx.publish(gone)
-        self._changed(gone)
-        return len(gone), quarantined
 
     async def decay(self, now: datetime | None = None, *, batch_size: int = HYGIENE_BATCH) -> int:
         """Lower importance by DECAY_STEP (floor DECAY_FLOOR) of live project_fact/observation entries

@@ -44,6 +44,33 @@ class StoredEntry:
 
 
 @dataclass(frozen=True)
+class UserRows:
+    """What agent memory holds of one user of one account: `private` entries (theirs), `authored`
+    entries they wrote that are not theirs (shared, or made private to another user), and
+    `quarantined` rows naming them as owner or author."""
+
+    private: int
+    authored: int
+    quarantined: int
+
+    @property
+    def total(self) -> int:
+        return self.private + self.authored + self.quarantined
+
+
+@dataclass(frozen=True)
+class ErasedUser:
+    """What `MemoryWrites.erase_user` changed: the user's private entries `deleted`, the entries
+    they wrote `unlinked` (kept, `author_user_id` now None, version bumped), and the quarantine
+    rows deleted (theirs) or unlinked (written by them)."""
+
+    deleted: list[MemoryEntry]
+    unlinked: list[StoredEntry]
+    quarantine_deleted: int
+    quarantine_unlinked: int
+
+
+@dataclass(frozen=True)
 class Scope:
     """The entries a caller may see: one agent of one account in one environment, as `user_id`."""
 
@@ -96,6 +123,13 @@ class MemoryWrites(Protocol):
         """Delete every entry of the account (every agent and user) whose provenance is the thread
         (`source.thread_id`), and the quarantined ones (a thread deletion); returns the entries
         deleted and the quarantine rows deleted."""
+        ...
+
+    async def erase_user(self, environment: str, account_id: str, user_id: str) -> ErasedUser:
+        """Delete every entry private to the user in the account (every agent), then take the user
+        off as author of the entries they wrote (`author_user_id` set to None, content kept,
+        version bumped); the same for the quarantine rows (theirs deleted, the others unlinked).
+        The caller publishes the changes."""
         ...
 
     async def decay(
@@ -178,6 +212,13 @@ class MemoryStore(Protocol):
         """Live user_profile entries private to `scope.user_id` (never shared ones) with importance
         >= min_importance, by importance then recency; exact ties by entry_id descending, as
         `core.memory.pinned.select_pinned`."""
+        ...
+
+    async def user_rows(
+        self, environment: str, account_id: str, user_id: str, *, created_before: datetime | None = None
+    ) -> UserRows:
+        """What the account holds of the user (`UserRows`), counting only entries created before
+        `created_before` when given (expired entries included)."""
         ...
 
     async def record_recall(self, scope: Scope, ids: Sequence[uuid.UUID], at: datetime) -> int:

@@ -1,2 +1,2 @@
-"""Journal shards: which shard a thread lives in (`shards`), and the journal of several shards
-(`journal`: `ShardedJournal`)."""
+"""Journal shards: which shard a thread lives in (`shards`), the journal of several shards
+(`journal`: `ShardedJournal`), and which node owns which shard (`membership`)."""

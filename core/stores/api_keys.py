@@ -21,7 +21,7 @@ class ApiKeyRecord:
     account_id: str
     prefix: str
     label: str
-    surface: str  # `agent` or `mcp` (core.auth.Surface; the store checks it)
+    surface: str  # `agent`, `mcp` (core.auth.Surface) or `data` (core.sql.access); the store checks it
     created_at: datetime
     revoked_at: datetime | None
 

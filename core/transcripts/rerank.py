@@ -42,7 +42,8 @@ class DenseRerank:
             raise ValueError("candidates must be >= 1")
         self._store = store
         self._embedder = embedder
-        self._queries = QueryVectors(embedder)
+        self.queries = QueryVectors(embedder)
+        """The vectors of recent queries, by (scope, text) (a user erasure drops the user's)."""
         self.candidates = candidates
 
     async def search(
@@ -58,7 +59,7 @@ class DenseRerank:
         if limit < 1 or not query_terms(query):
             return []  # nothing to search for (the store finds nothing): no query to embed
         try:
-            vector: Sequence[float] | None = await self._queries.vector(scope, query)
+            vector: Sequence[float] | None = await self.queries.vector(scope, query)
         except EmbeddingError as exc:
             log.warning("transcript search: the query could not be embedded, BM25 order kept: %s", exc)
             vector = None  # every candidate's dense score is then the neutral one: BM25's order

@@ -9,6 +9,7 @@ from memstream.api.deps import ApiDeps
 from memstream.api.docs import install_docs
 from memstream.api.errors import install_error_handlers
 from memstream.api.fast_routes import FastRoutes
+from memstream.api.forwarding import Forwarder, Forwarding
 from memstream.api.request_guard import RequestGuard
 from memstream.api.request_metrics import RequestMetrics
 from memstream.api.routes.agents import agents_router
@@ -17,6 +18,8 @@ from memstream.api.routes.health import health_router
 from memstream.api.routes.memory import memory_router
 from memstream.api.routes.messages import messages_router
 from memstream.api.routes.threads import threads_router
+from memstream.api.routes.users import users_router
+from memstream.api.security import ApiKeyBearer
 from memstream.console import install_console
 
 DESCRIPTION = """
@@ -57,14 +60,16 @@ TAGS = [
     {"name": "context", "description": "What the model sees at the start of a turn."},
     {"name": "agents", "description": "Agents' capability bindings and the tools they offer."},
     {"name": "memory", "description": "Browse, edit and export an agent's memory entries."},
+    {"name": "users", "description": "Erasing a user of the account everywhere."},
     {"name": "health", "description": "Probes for orchestrators."},
 ]
 
 
-def create_app(deps: ApiDeps, *, fast_routes: bool = True) -> FastAPI:
+def create_app(deps: ApiDeps, *, fast_routes: bool = True, forwarding: Forwarding | None = None) -> FastAPI:
     """The API over `deps` (whose owner opens and closes them; see `memstream.api.deps`).
     `fast_routes=False` leaves out `FastRoutes` (appends and contexts answered by FastAPI's own
-    machinery, as every other route; the answers are the same)."""
+    machinery, as every other route; the answers are the same). `forwarding`: requests another
+    node serves are sent there (`memstream.api.forwarding`; its owner closes it)."""
     app = FastAPI(
         title="memstream",
         version=memstream.__version__,
@@ -80,6 +85,8 @@ def create_app(deps: ApiDeps, *, fast_routes: bool = True) -> FastAPI:
     app.state.deps = deps
     if fast_routes:
         app.add_middleware(FastRoutes, api=app)  # inside RequestGuard (added after it, so outside)
+    if forwarding is not None:  # between the guard and FastRoutes
+        app.add_middleware(Forwarder, forwarding=forwarding, authenticate=ApiKeyBearer(deps))
     app.add_middleware(RequestGuard)
     app.add_middleware(RequestMetrics)  # outermost: times everything the guard and routes do
     install_error_handlers(app)
@@ -91,6 +98,8 @@ def create_app(deps: ApiDeps, *, fast_routes: bool = True) -> FastAPI:
     app.include_router(context_router(deps))
     app.include_router(threads_router(deps))
     app.include_router(health_router(deps))
+    if deps.erasures is not None:
+        app.include_router(users_router(deps))
     if deps.memory is not None or deps.transcripts is not None:
         app.include_router(agents_router(deps, deps.memory))
     if deps.memory is not None:

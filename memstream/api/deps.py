@@ -31,6 +31,7 @@ from core.thread_deletion import ThreadDeletion
 from core.threads import ThreadService
 from core.transcripts.tools import JournalTools
 from core.turn_context import ContextReader
+from core.user_erasure import UserErasure
 from sinks.objectstore.health import ObjectStoreProbe
 from sinks.redis.summary_cache import RedisSummaryCache
 from streams.runtime.status import ProcessorStatus
@@ -74,3 +75,5 @@ class ApiDeps:
     processors: ProcessorStatuses | None = None
     deletions: ThreadDeletion | None = None
     """Thread deletions (`DELETE /v1/threads/{id}`); without, the route is absent."""
+    erasures: UserErasure | None = None
+    """User erasures (`DELETE /v1/users/{id}`); without, the route is absent."""

@@ -1,12 +1,13 @@
-"""One JSON error shape for every failure: `{"error": {"code", "message", "field"?, "details"?}}`.
+"""One JSON error shape for every failure: `{"error": {"code", "message", "field"?, "details"?,
+"owner"?}}` (`owner`: the node that serves a request another node refused, `memstream.api.forwarding`).
 
 Typed errors map to statuses: InvalidInput 422 (with its field), NotFound 404, Conflict 409,
-Unauthorized 401 (with `WWW-Authenticate: Bearer`), JournalFenced / JournalUnavailable /
-SummaryUnavailable 503, ShardNotLocal 503 `shard_not_local` with `Retry-After` (the thread's
-journal shard is not open on this node). PostgreSQL being unreachable
-(`sinks.postgres.errors.is_postgres_unavailable`: the driver's connection errors, wherever a
-route or its authentication meets them) is 503 `postgres_unavailable` with `Retry-After`, on
-every route. Request validation errors (bad JSON,
+Unauthorized 401 (with `WWW-Authenticate: Bearer`), Forbidden 403, JournalFenced /
+JournalUnavailable / SummaryUnavailable / DeletionIncomplete / ErasureIncomplete 503, ShardNotLocal
+503 `shard_not_local` with `Retry-After` (the thread's journal shard is not open on this node).
+PostgreSQL being unreachable (`sinks.postgres.errors.is_postgres_unavailable`: the driver's
+connection errors, wherever a route or its authentication meets them) is 503
+`postgres_unavailable` with `Retry-After`, on every route. Request validation errors (bad JSON,
 wrong types, message rules) are 422 `invalid_input` (or the specific code of `core.inputs`:
 `invalid_text`, `json_too_deep`, `number_out_of_range`, `invalid_encoding`) naming the first
 offending field (`messages[0].content`); `details` lists every problem when there are several.
@@ -29,6 +30,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from core.errors import (
     Conflict,
     DeletionIncomplete,
+    ErasureIncomplete,
+    Forbidden,
     InvalidInput,
     JournalFenced,
     JournalUnavailable,
@@ -49,18 +52,26 @@ _STATUS: tuple[tuple[type[MemstreamError], int], ...] = (
     (NotFound, 404),
     (Conflict, 409),
     (Unauthorized, 401),
+    (Forbidden, 403),
     (JournalFenced, 503),
     (JournalUnavailable, 503),
     (SummaryUnavailable, 503),
     (PostgresUnavailable, 503),
     (DeletionIncomplete, 503),
     (ShardNotLocal, 503),
+    (ErasureIncomplete, 503),
 )
 SHARD_RETRY_AFTER_S = 1
 """When a thread's journal shard is not open on this node (it is moving, or another node owns it)."""
 _DRIVER_ERRORS: tuple[type[Exception], ...] = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
 """Handled apart from other unexpected errors, so a Postgres outage answers 503 without a traceback."""
-_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 401: "unauthorized", 413: "payload_too_large"}
+_HTTP_CODES = {
+    404: "not_found",
+    405: "method_not_allowed",
+    401: "unauthorized",
+    403: "forbidden",
+    413: "payload_too_large",
+}
 _LOCATIONS = {"body", "path", "query", "header", "cookie"}
 
 
@@ -74,6 +85,9 @@ class ErrorDetail(BaseModel):
     message: str
     field: str | None = None
     details: list[FieldProblem] | None = None
+    owner: str | None = None
+    """The URL of the node that serves the request, when this node answered 503 because it does
+    not (`memstream.api.forwarding`)."""
 
 
 class ErrorResponse(BaseModel):
@@ -90,8 +104,10 @@ def error_response(
     field: str | None = None,
     details: list[FieldProblem] | None = None,
     headers: dict[str, str] | None = None,
+    owner: str | None = None,
 ) -> JSONResponse:
-    body = ErrorResponse(error=ErrorDetail(code=code, message=message, field=field, details=details))
+    detail = ErrorDetail(code=code, message=message, field=field, details=details, owner=owner)
+    body = ErrorResponse(error=detail)
     return JSONResponse(body.model_dump(mode="json", exclude_none=True), status_code=status, headers=headers)
 
 
@@ -202,6 +218,7 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI `responses=` entries documenting the error shape for these statuses."""
     descriptions = {
         401: "Missing, malformed, unknown or revoked API key.",
+        403: "The API key may not do this (a key issued for an MCP gateway).",
         404: "No such thread in the caller's account.",
         409: "The request contradicts the stored thread (agent_id/user_id never change) or a message_id "
         "was reused with other content.",

@@ -11,6 +11,7 @@ from core.journal.models import Id, Message, NewMessage
 from core.memory.models import Category, MemoryEntry
 from core.memory.tools import ToolSpec
 from core.stores.deletions import DeletionRecord
+from core.stores.erasures import ErasureRecord
 from core.threads import MAX_METADATA_BYTES, MAX_WINDOW_MESSAGES, Thread
 
 JsonObject = Annotated[
@@ -328,4 +329,63 @@ class ThreadDeletionResponse(BaseModel):
             completed_at=record.completed_at,
             up_to_seq=record.up_to_seq or 0,
             deleted=dict(record.report),
+        )
+
+
+class UserErasureResponse(BaseModel):
+    """What `DELETE /v1/users/{user_id}` erased where (`core.user_erasure`)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "user_id": "u-42",
+                    "erasure_id": 3,
+                    "requested_at": "2026-12-02T07:00:00Z",
+                    "completed_at": "2026-12-02T07:00:02Z",
+                    "erased": {
+                        "threads": {
+                            "threads": 1,
+                            "deletions": [
+                                {"thread_id": "conv-2026-001", "deletion_id": 17, "up_to_seq": 1042}
+                            ],
+                            "deleted": {
+                                "thread": {"rows": 1},
+                                "journal": {"messages": 12},
+                                "summaries": {"objects": 2},
+                                "redis": {"keys": 1},
+                                "memory": {"entries": 1, "quarantined": 0},
+                                "compactions": {"rows": 1},
+                            },
+                        },
+                        "memory": {
+                            "private_entries": 4,
+                            "unlinked_entries": 1,
+                            "quarantine_deleted": 0,
+                            "quarantine_unlinked": 0,
+                        },
+                    },
+                }
+            ]
+        }
+    )
+
+    user_id: str
+    erasure_id: int
+    requested_at: datetime
+    completed_at: datetime | None
+    erased: dict[str, Any] = Field(
+        description="each step's report: `threads` (the thread deletions, with every store's counts summed "
+        "in `deleted`), `memory` (private entries and quarantine rows deleted, entries the user wrote for "
+        "others unlinked from them), then the node's own steps"
+    )
+
+    @classmethod
+    def of(cls, record: ErasureRecord) -> UserErasureResponse:
+        return cls(
+            user_id=record.user_id,
+            erasure_id=record.erasure_id,
+            requested_at=record.requested_at,
+            completed_at=record.completed_at,
+            erased=dict(record.report),
         )

@@ -15,9 +15,12 @@ import click
 
 from memstream.cli.accounts import export_command, import_command
 from memstream.cli.admin import rebuild, replay, republish, verify
+from memstream.cli.erase import erase_user_command
+from memstream.cli.keys import keys
 from memstream.cli.mcp import mcp
 from memstream.cli.rescreen import rescreen
 from memstream.cli.settings import load_settings
+from memstream.cli.sql import sql
 
 
 @click.group()
@@ -192,30 +195,17 @@ def worker(names: tuple[str, ...], group: str | None, list_only: bool) -> None:
     exit_process(0)  # stopped in order: native libraries' teardown must not hold the exit
 
 
-@main.group()
-def keys() -> None:
-    """API keys: every key belongs to one account."""
-
-
-@keys.command("create")
-@click.option("--account", required=True, help="Account id the key belongs to.")
-@click.option("--label", default="", help="A note to recognise the key by.")
-@click.option(
-    "--surface",
-    type=click.Choice(["agent", "mcp"]),
-    default="agent",
-    show_default=True,
-    help="Who uses the key: an agent platform, or an MCP gateway (agent-only tools such as the "
-    "journal tools are hidden from mcp keys).",
-)
-def keys_create(account: str, label: str, surface: str) -> None:
-    """Create an API key and print it once (only its hash is stored)."""
-    from memstream.embedded.bootstrap import create_key
-
-    settings = load_settings()
-    key = asyncio.run(create_key(settings, account, label, surface=surface))
-    click.echo(key)
-
-
-for _command in (replay, republish, verify, rebuild, mcp, rescreen, export_command, import_command):
+for _command in (
+    replay,
+    republish,
+    verify,
+    rebuild,
+    mcp,
+    rescreen,
+    export_command,
+    import_command,
+    erase_user_command,
+    keys,
+    sql,
+):
     main.add_command(_command)

@@ -287,6 +287,16 @@ def verify(settle_s: float, as_json: bool, node_url: str | None) -> None:
                 f"still has {left['journal']} journal message(s), {left['projection']} projection row(s) "
                 f"and {left.get('vectors', 0)} message vector(s)"
             )
+        for name in report.get("incomplete_erasures", []):
+            click.echo(f"user erasure {name} is not complete (the node finishes it at start)")
+        for left in report.get("erasure_leftovers", []):
+            who = f"{left['account_id']}/{left['user_id']} (erasure {left['erasure_id']})"
+            click.echo(
+                f"erased user {who} still has {left['threads']} thread(s), {left['private_entries']} "
+                f"private and {left['authored_entries']} authored memory entries, {left['quarantined']} "
+                f"quarantine row(s), {left['journal']} journal message(s) and {left['projection']} "
+                "projection row(s) of its deleted threads"
+            )
     sys.exit(0 if report["ok"] else 1)
 
 

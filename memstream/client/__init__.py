@@ -37,6 +37,7 @@ from memstream.client.models import (
     ToolCall,
     ToolResult,
     ToolSpec,
+    UserErasure,
     chat_messages,
     tool_definitions,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
     "UnavailableError",
+    "UserErasure",
     "chat_messages",
     "tool_definitions",
 ]

@@ -28,6 +28,7 @@ from memstream.client.models import (
     Thread,
     ThreadDeletion,
     ToolResult,
+    UserErasure,
 )
 from memstream.client.retry import RetryPolicy, RetryState
 from memstream.client.session import http_options
@@ -130,6 +131,12 @@ class AsyncMemstreamClient:
         """Delete the thread everywhere (its messages, row, projections, state): what was deleted
         where. Idempotent: again, the same report."""
         return await self._run(calls.delete_thread(thread_id))
+
+    async def erase_user(self, user_id: str) -> UserErasure:
+        """Erase the user from the account everywhere: every thread of the user (deleted as
+        `delete_thread` does), their private memory entries; the shared entries they wrote lose the
+        author. What was erased where. Again, a new erasure of what came since (zeros when nothing)."""
+        return await self._run(calls.erase_user(user_id))
 
     async def get_thread(self, thread_id: str) -> Thread:
         return await self._run(calls.get_thread(thread_id))

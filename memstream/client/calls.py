@@ -3,15 +3,15 @@ operation says what to send, how to read the answer and whether it is idempotent
 of `memstream.client.retry` depend on it).
 
 Idempotence, per call: every GET; appends (every message carries a `message_id`: ids missing from
-the caller's messages are generated here, once, before the first attempt, so a retry sends the
-same ids and gets the same stored messages back); thread PUT and PATCH (a JSON Merge Patch applied
-twice merges to the same metadata); thread DELETE (a repeat answers the same report); agent
-PUT; entry PATCH (sets fields); the tools
-`memory_store` (storing again under a key replaces the entry with the same content),
-`memory_recall`, `journal_message_search`, `journal_tool_call_view` (reads) and `memory_forget`
-with an explicit `scope` (a repeat finds nothing to forget). Not idempotent: `memory_forget`
-without `scope` (after the private entry is gone, a repeat forgets the shared one), deleting an
-entry by id (a repeat is 404) and any other tool name.
+the caller's messages are generated here, once, before the first attempt, so a retry sends the same
+ids and gets the same stored messages back); thread PUT and PATCH (a JSON Merge Patch applied twice
+merges to the same metadata); thread DELETE (a repeat answers the same report); user DELETE (a
+repeat erases what the user wrote since: nothing, a report of zeros); agent PUT; entry PATCH (sets
+fields); the tools `memory_store` (storing again under a key replaces the entry with the same
+content), `memory_recall`, `journal_message_search`, `journal_tool_call_view` (reads) and
+`memory_forget` with an explicit `scope` (a repeat finds nothing to forget). Not idempotent:
+`memory_forget` without `scope` (after the private entry is gone, a repeat forgets the shared one),
+deleting an entry by id (a repeat is 404) and any other tool name.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from memstream.client.models import (
     Thread,
     ThreadDeletion,
     ToolResult,
+    UserErasure,
 )
 
 T = TypeVar("T")
@@ -147,6 +148,10 @@ def get_thread(thread_id: str) -> Call[Thread]:
 
 def delete_thread(thread_id: str) -> Call[ThreadDeletion]:
     return Call("DELETE", f"/v1/threads/{_seg(thread_id)}", _model(ThreadDeletion), True)
+
+
+def erase_user(user_id: str) -> Call[UserErasure]:
+    return Call("DELETE", f"/v1/users/{_seg(user_id)}", _model(UserErasure), True)
 
 
 def patch_thread(thread_id: str, metadata: Mapping[str, Any]) -> Call[Thread]:

@@ -70,6 +70,17 @@ class ThreadDeletion(_Result):
     deleted: dict[str, Any]
 
 
+class UserErasure(_Result):
+    """What erasing a user erased where (`UserErasureResponse`): `erased["threads"]` (the thread
+    deletions, counts summed in `deleted`), `erased["memory"]`, then the node's own steps."""
+
+    user_id: str
+    erasure_id: int
+    requested_at: datetime
+    completed_at: datetime | None
+    erased: dict[str, Any]
+
+
 class AppendResult(_Result):
     """The stored messages of an append, durable, with offsets and seqs (`AppendResponse`)."""
 

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 from core.auth import issue_key
 from core.config import Settings
+from core.stores.api_keys import ApiKeyStore
 from sinks.postgres.api_keys import PostgresApiKeys
 from sinks.postgres.migrations import migrate
 from sinks.postgres.pool import create_pool
 
 DEFAULT_ACCOUNT = "default"
+
+T = TypeVar("T")
 
 
 async def create_key(settings: Settings, account_id: str, label: str = "", *, surface: str = "agent") -> str:
@@ -24,6 +29,16 @@ async def create_key(settings: Settings, account_id: str, label: str = "", *, su
         return await issue_key(
             PostgresApiKeys(pool), account_id, settings.environment, label, surface=surface
         )
+    finally:
+        await pool.close()
+
+
+async def with_keys(settings: Settings, call: Callable[[ApiKeyStore], Awaitable[T]]) -> T:
+    """`call` on the API key store of the configured Postgres (schema migrated first)."""
+    pool = await create_pool(settings.postgres, min_size=1, max_size=2)
+    try:
+        await migrate(pool)
+        return await call(PostgresApiKeys(pool))
     finally:
         await pool.close()
 

@@ -220,8 +220,11 @@ def doctor_checks(settings: Settings) -> list[Check]:
         ("postgres", settings.ports.postgres, "MEMSTREAM_PORTS__POSTGRES"),
         ("redis", settings.ports.redis, "MEMSTREAM_PORTS__REDIS"),
         ("api", settings.api_port, "MEMSTREAM_API_PORT"),
+        ("sql", settings.sql.port, "MEMSTREAM_SQL__PORT"),
     ):
-        if name != "api" and not embedded[name]:
+        if name == "sql" and not settings.sql.enabled:
+            continue
+        if name not in ("api", "sql") and not embedded[name]:
             continue
         free = port_is_free(port)
         checks.append(

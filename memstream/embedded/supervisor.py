@@ -186,6 +186,11 @@ class Supervisor:
         )
         hosted = layout(s)
         self.say(f"  {'':<9} node hosts processor(s): {', '.join(hosted.node) or 'none'}")
+        if s.sql.enabled:
+            self.say(
+                f"  {'sql':<9} ClickHouse HTTP interface for data teams on {s.sql_url} (read-only; "
+                "a key: memstream keys create --data-access --account ACCOUNT)"
+            )
         self.write_state()  # the node's pid, as soon as it serves (the worker starts at a lower priority)
         if hosted.worker:
             started = time.monotonic()

@@ -16,8 +16,11 @@ Runs in the node (it owns the journal and the chdb data path). Steps:
 5. With the deletion register: what completed thread deletions left behind in the journal, the
    projection or the message vectors (`vectors`), and the deletions not completed
    (`memstream.ops.verify_deletions`).
+6. With the erasure stores: what completed user erasures left behind (threads, memory rows, the
+   journal messages and projection rows of their deleted threads), and the erasures not completed
+   (`memstream.ops.verify_erasures`).
 `VerifyReport.ok` is True when no defect remains (pending messages alone are not a defect; a
-deletion's leftover or an incomplete deletion is).
+deletion's or an erasure's leftover, or one not completed, is).
 
 Threads whose account or thread id is no longer a valid id (accepted before ids were matched in
 full, e.g. one ending in a line feed: `core.ids.check_stored_id`) are counted like any other
@@ -45,6 +48,7 @@ from core.stores.message_vectors import MessageVectorStore
 from core.stores.transcripts import ThreadCount, TranscriptStore
 from memstream.ops.progress import Progress, ProgressCallback, no_progress
 from memstream.ops.verify_deletions import DeletionLeftover, check_deletions
+from memstream.ops.verify_erasures import ErasureLeftover, ErasureStores, check_erasures
 from streams.journal_shards import LocalShards
 
 ThreadKey = tuple[str, str]  # (account_id, thread_id)
@@ -104,10 +108,20 @@ class VerifyReport:
     """Thread deletions not completed, as `deletion_id account/thread`."""
     deletion_leftovers: tuple[DeletionLeftover, ...] = ()
     """Messages or projection rows a completed thread deletion should have removed."""
+    incomplete_erasures: tuple[str, ...] = ()
+    """User erasures not completed, as `erasure_id account/user`."""
+    erasure_leftovers: tuple[ErasureLeftover, ...] = ()
+    """What a completed user erasure should have removed."""
 
     @property
     def ok(self) -> bool:
-        return not self.differences and not self.incomplete_deletions and not self.deletion_leftovers
+        return not (
+            self.differences
+            or self.incomplete_deletions
+            or self.deletion_leftovers
+            or self.incomplete_erasures
+            or self.erasure_leftovers
+        )
 
 
 def valid_ids(key: ThreadKey) -> bool:
@@ -229,6 +243,7 @@ async def verify(
     progress: ProgressCallback = no_progress,
     deletions: DeletionRegister | None = None,
     vectors: MessageVectorStore | None = None,
+    erasures: ErasureStores | None = None,
 ) -> VerifyReport:
     """See the module doc: `shards` each journal shard with its relay, `journal` every thread's."""
     started = time.monotonic()
@@ -273,6 +288,18 @@ async def verify(
             poll_s=poll_s,
             vectors=vectors,
         )
+    unerased: list[str] = []
+    erasure_leftovers: list[ErasureLeftover] = []
+    if erasures is not None:
+        progress(Progress("erasures", 0, 1, "checking user erasures"))
+        unerased, erasure_leftovers = await check_erasures(
+            erasures,
+            journal,
+            store,
+            environment,
+            settle_s=max(0.0, deadline - time.monotonic()),
+            poll_s=poll_s,
+        )
     return VerifyReport(
         environment=environment,
         journal_threads=len(threads),
@@ -287,6 +314,8 @@ async def verify(
         invalid_id_threads=tuple(thread_name(*key) for key in invalid[:INVALID_ID_NAMES]),
         incomplete_deletions=tuple(incomplete),
         deletion_leftovers=tuple(leftovers),
+        incomplete_erasures=tuple(unerased),
+        erasure_leftovers=tuple(erasure_leftovers),
     )
 
 

@@ -39,7 +39,8 @@ class DeletionLeftover:
     vectors: int = 0
 
 
-async def _journal_left(journal: ThreadJournal, tombstone: Tombstone) -> int:
+async def journal_left(journal: ThreadJournal, tombstone: Tombstone) -> int:
+    """The journal messages of the tombstone's thread it should have deleted (`seq <= up_to_seq`)."""
     thread = ThreadRef(
         environment=tombstone.environment, account_id=tombstone.account_id, thread_id=tombstone.thread_id
     )
@@ -73,7 +74,7 @@ async def check_deletions(
         leftovers = []
         for tombstone in done:
             rows = await store.count_thread_rows(*tombstone.scope, tombstone.up_to_seq)
-            messages = await _journal_left(journal, tombstone)
+            messages = await journal_left(journal, tombstone)
             vectored = 0
             if vectors is not None:
                 vectored = await vectors.count_thread_rows(*tombstone.scope, tombstone.up_to_seq)

@@ -30,12 +30,14 @@ from core.thread_deletion import DeletionStep, Publish, ThreadDeletion
 from core.threads import ThreadService, ThreadStore
 from core.transcripts.tools import JournalTools
 from core.turn_context import ContextReader
+from core.user_erasure import ErasureStep, UserErasure
 from memstream.api.deps import ApiDeps, MemoryDeps, ProcessorStatuses
 from sinks.objectstore.health import ObjectStoreProbe
 from sinks.objectstore.summaries import ObjectStoreSummaryReader
 from sinks.postgres.agents import PostgresAgents
 from sinks.postgres.api_keys import PostgresApiKeys
 from sinks.postgres.deletions import PostgresDeletions
+from sinks.postgres.erasures import PostgresErasures
 from sinks.postgres.invalidation import (
     AGENTS_CHANNEL,
     API_KEYS_CHANNEL,
@@ -84,6 +86,7 @@ def build_api_deps(
     invalidations: PostgresInvalidations | None = None,
     publish_deletion: Publish | None = None,
     deletion_steps: Sequence[DeletionStep] = (),
+    erasure_steps: Sequence[ErasureStep] = (),
 ) -> ApiDeps:
     """The standard wiring: Postgres threads, summaries from `settings.object_store` (through the
     Redis cache `summary_cache`, else through one on `settings.redis` when `settings.redis_url` is
@@ -97,7 +100,9 @@ def build_api_deps(
     (`core.cached_api_keys`, `core.cached_threads`, `core.cached_agents`, `core.cached_pinned`,
     `core.cached_summaries`; `settings.*_cache_ttl_s`); without, in Postgres (and Redis).
     With `publish_deletion` (`streams.deletions.DeletionEvents.publish`), threads can be deleted
-    (`core.thread_deletion`, register in Postgres, then `deletion_steps`).
+    (`core.thread_deletion`, register in Postgres, then `deletion_steps`), and users erased
+    (`core.user_erasure`: their threads as above, their agent memory when `memory` is given, then
+    `erasure_steps`).
 
     Does no I/O (the object store and Redis clients connect lazily).
     """
@@ -136,11 +141,19 @@ def build_api_deps(
         cached_agents = CachedAgents(PostgresAgents(pool), ttl_s=settings.agent_cache_ttl_s)
         invalidations.subscribe(AGENTS_CHANNEL, cached_agents)
         agents = AgentService(cached_agents)
-    deletions = (
-        None
-        if publish_deletion is None
-        else ThreadDeletion(thread_store, journal, PostgresDeletions(pool), publish_deletion, deletion_steps)
-    )
+    deletions: ThreadDeletion | None = None
+    erasures: UserErasure | None = None
+    if publish_deletion is not None:
+        deletions = ThreadDeletion(
+            thread_store, journal, PostgresDeletions(pool), publish_deletion, deletion_steps
+        )
+        erasures = UserErasure(
+            thread_store,
+            deletions,
+            PostgresErasures(pool),
+            memory.service if memory is not None else None,
+            erasure_steps,
+        )
     return ApiDeps(
         settings=settings,
         journal=journal,
@@ -155,4 +168,5 @@ def build_api_deps(
         object_store=ObjectStoreProbe.from_settings(settings),
         processors=processors,
         deletions=deletions,
+        erasures=erasures,
     )

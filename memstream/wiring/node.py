@@ -5,8 +5,9 @@ each woken by its shard's append listener instead of polling; `core.sharding.sha
 sync (checked once here, before any relay runs; once the processors exist it restarts the
 consumers of a replaced topic: `memstream.ops.topic_restart`), the compaction recovery, the
 shared engines, agent memory, the ClickHouse schema (a server that is down is only logged: the
-projection creates it later), the object-store probe, the processor supervisor and the FastAPI app
-with the admin router and the MCP endpoint (`memstream.mcp_server.http`, at `/mcp/{agent_id}`). It
+projection creates it later), the object-store probe, the processor supervisor, the FastAPI app
+with the admin router and the MCP endpoint (`memstream.mcp_server.http`, at `/mcp/{agent_id}`),
+and the read-only SQL endpoint on its own port (`memstream.sql`, when `settings.sql.enabled`). It
 opens no server and starts no task: `Node.tasks` starts the components, `Node.close` releases what
 `build_node` opened (the pool and the shards' journals belong to the caller).
 """
@@ -28,22 +29,27 @@ from core.memory.clock import utc_now
 from core.memory.hygiene import run_daily
 from core.metrics import REGISTRY
 from core.sharding.journal import ShardedJournal
+from core.sql.service import SqlService
 from core.stores.transcripts import TranscriptUnavailable
 from core.thread_deletion import ThreadDeletion
 from core.transcripts.rerank import DenseRerank
 from core.transcripts.tools import JournalTools
+from core.user_erasure import UserErasure
 from memstream.api.app import create_app
 from memstream.api.deps import MemoryDeps
 from memstream.api.routes.admin import AdminDeps, Rebuilder, admin_router
 from memstream.api.routes.metrics import metrics_router
 from memstream.deletion_steps import deletion_steps
 from memstream.engines import Engines
+from memstream.erasure_steps import QueryVectorsStep
 from memstream.fencing import watch_fence
 from memstream.mcp_server.http import MOUNT_PATH, McpEndpoint
 from memstream.metrics import NodeFigures
 from memstream.ops.progress import ProgressCallback
 from memstream.ops.rebuild import rebuild_clickhouse, rebuild_qdrant
 from memstream.ops.topic_restart import ConsumerRestart
+from memstream.ops.verify_erasures import ErasureStores
+from memstream.sql.server import SqlEndpoint
 from memstream.wiring.accounts import build_account_stores
 from memstream.wiring.api import build_api_deps, build_memory_deps
 from memstream.wiring.processors import (
@@ -61,9 +67,11 @@ from sinks.objectstore.health import ObjectStoreProbe
 from sinks.objectstore.summaries import ObjectStoreSummaryWriter
 from sinks.postgres.compactions import PostgresCompactions, compaction_totals
 from sinks.postgres.deletions import PostgresDeletions
+from sinks.postgres.erasures import PostgresErasures
 from sinks.postgres.invalidation import PostgresInvalidations
 from sinks.postgres.outbox import PostgresEntriesOutbox
 from sinks.postgres.progress import PostgresProgress
+from sinks.postgres.threads import PostgresThreadStore
 from sinks.redis.locks import RedisLocks
 from sinks.redis.summary_cache import RedisSummaryCache
 from sinks.redis.thresholds import RedisThresholdStore
@@ -104,11 +112,13 @@ class Node:
     mcp: McpEndpoint
     deletion_events: DeletionEvents
     deletions: ThreadDeletion
+    erasures: UserErasure
     deletion_thresholds: RedisThresholdStore
+    sql: SqlEndpoint | None = None
 
     def tasks(self, stop: asyncio.Event) -> list[asyncio.Task[None]]:
         """Start every component except the API; each runs until `stop` is set (or it fails)."""
-        return [
+        tasks = [
             *(
                 asyncio.create_task(local.relay.run(stop), name=_named("relay", local, self.journal.shards))
                 for local in self.shards
@@ -129,18 +139,30 @@ class Node:
             asyncio.create_task(self.invalidations.run(stop), name="cache-invalidation"),
             asyncio.create_task(self.figures.run(stop), name="metrics"),
             asyncio.create_task(self.mcp.run(stop), name="mcp"),
-            asyncio.create_task(self._resume_deletions(stop), name="thread-deletions"),
+            asyncio.create_task(self._resume_deletions(stop), name="deletions"),
         ]
+        if self.sql is not None:
+            tasks.append(asyncio.create_task(self.sql.run(stop), name="sql"))
+        return tasks
 
     async def _resume_deletions(self, stop: asyncio.Event) -> None:
-        """Finish the thread deletions a crash left incomplete (`core.thread_deletion`), then wait
-        for `stop` (a node task ends only when the node stops)."""
+        """Finish the thread deletions a crash left incomplete (`core.thread_deletion`), then the
+        user erasures (`core.user_erasure`: theirs were among them), then wait for `stop` (a node
+        task ends only when the node stops)."""
         try:
             finished = await self.deletions.resume()
             if finished:
                 log.info("finished %d interrupted thread deletion(s)", len(finished))
         except Exception:
             log.exception("the incomplete thread deletions could not be read; a repeated DELETE finishes one")
+        try:
+            erased = await self.erasures.resume()
+            if erased:
+                log.info("finished %d interrupted user erasure(s)", len(erased))
+        except Exception:
+            log.exception(
+                "the incomplete user erasures could not be read; the same erasure again finishes one"
+            )
         await stop.wait()
 
     async def close(self) -> None:
@@ -257,8 +279,11 @@ async def build_node(
         invalidations=invalidations,
         publish_deletion=deletion_events.publish,
         deletion_steps=steps,
+        erasure_steps=[
+            QueryVectorsStep([memory.recaller.query_vectors, *([rerank.queries] if rerank else [])])
+        ],
     )
-    assert api_deps.deletions is not None
+    assert api_deps.deletions is not None and api_deps.erasures is not None
     app = create_app(api_deps)
 
     figures = NodeFigures(
@@ -282,6 +307,10 @@ async def build_node(
                 accounts=build_account_stores(settings, pool, journals, summary_cache),
                 deletions=PostgresDeletions(pool),
                 message_vectors=engines.message_vectors,
+                erasures=api_deps.erasures,
+                erasure_stores=ErasureStores(
+                    PostgresErasures(pool), PostgresDeletions(pool), PostgresThreadStore(pool), memory.service
+                ),
             )
         )
     )
@@ -289,6 +318,13 @@ async def build_node(
     REGISTRY.register(figures)  # unregistered by `close`
     mcp = McpEndpoint(api_deps)
     app.mount(MOUNT_PATH, mcp)  # after every route: the API's (and FastRoutes before them) come first
+    sql = (
+        SqlEndpoint(
+            settings, SqlService(engines.sql(), settings.sql, settings.environment), api_deps.api_keys
+        )
+        if settings.sql.enabled
+        else None
+    )
     return Node(
         settings=settings,
         journal=journals,
@@ -306,7 +342,9 @@ async def build_node(
         mcp=mcp,
         deletion_events=deletion_events,
         deletions=api_deps.deletions,
+        erasures=api_deps.erasures,
         deletion_thresholds=deletion_thresholds,
+        sql=sql,
     )
 
 

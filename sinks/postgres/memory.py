@@ -20,7 +20,7 @@ from typing import Any
 
 import asyncpg
 
-from core.memory.store import Scope, StoredEntry
+from core.memory.store import Scope, StoredEntry, UserRows
 from sinks.postgres.memory_writes import ENTRY_COLUMNS, VISIBLE, MemoryWriteTx, entry_row, scope_params
 
 _LIVE = "(expires_at IS NULL OR expires_at > {now})"
@@ -218,6 +218,26 @@ class PostgresMemoryStore:
                 at,
             )
         return int(result.split()[-1])
+
+    async def user_rows(
+        self, environment: str, account_id: str, user_id: str, *, created_before: datetime | None = None
+    ) -> UserRows:
+        """What the account holds of the user (`core.memory.store.MemoryStore.user_rows`)."""
+        scope = "environment = $1 AND account_id = $2 AND ($4::timestamptz IS NULL OR created_at < $4)"
+        row = await self._pool.fetchrow(
+            f"""SELECT
+                  (SELECT count(*) FROM memory_entries WHERE {scope} AND user_id = $3) AS private,
+                  (SELECT count(*) FROM memory_entries WHERE {scope} AND author_user_id = $3
+                     AND user_id IS DISTINCT FROM $3) AS authored,
+                  (SELECT count(*) FROM memory_quarantine WHERE {scope}
+                     AND (user_id = $3 OR author_user_id = $3)) AS quarantined""",
+            environment,
+            account_id,
+            user_id,
+            created_before,
+        )
+        assert row is not None
+        return UserRows(int(row["private"]), int(row["authored"]), int(row["quarantined"]))
 
     async def outbox_size(self) -> int:
         """Outbox rows not yet confirmed on the topic."""

@@ -20,7 +20,7 @@ from typing import Any
 import asyncpg
 
 from core.memory.models import MemoryEntry, Provenance, entry_key
-from core.memory.store import Scope, StoredEntry
+from core.memory.store import ErasedUser, Scope, StoredEntry
 
 ENTRY_COLUMNS = (
     "entry_id, environment, account_id, agent_id, user_id, author_user_id, key, content, category, "
@@ -209,6 +209,33 @@ class MemoryWriteTx:
         )
         status = await self.conn.execute(f"DELETE FROM memory_quarantine WHERE {where}", *scope)
         return [entry_row(row).entry for row in rows], int(status.split()[-1])
+
+    async def erase_user(self, environment: str, account_id: str, user_id: str) -> ErasedUser:
+        """The user's private entries and quarantine rows deleted, the user taken off as author of
+        the others (`core.memory.store.MemoryWrites.erase_user`), rows locked by the statements."""
+        scope = (environment, account_id, user_id)
+        where = "environment = $1 AND account_id = $2"
+        deleted = await self.conn.fetch(
+            f"DELETE FROM memory_entries WHERE {where} AND user_id = $3 RETURNING {ENTRY_COLUMNS}", *scope
+        )
+        unlinked = await self.conn.fetch(
+            f"""UPDATE memory_entries SET author_user_id = NULL, version = version + 1
+                WHERE {where} AND author_user_id = $3 RETURNING {ENTRY_COLUMNS}""",
+            *scope,
+        )
+        gone = await self.conn.execute(
+            f"DELETE FROM memory_quarantine WHERE {where} AND user_id = $3", *scope
+        )
+        kept = await self.conn.execute(
+            f"UPDATE memory_quarantine SET author_user_id = NULL WHERE {where} AND author_user_id = $3",
+            *scope,
+        )
+        return ErasedUser(
+            deleted=[entry_row(row).entry for row in deleted],
+            unlinked=[entry_row(row) for row in unlinked],
+            quarantine_deleted=int(gone.split()[-1]),
+            quarantine_unlinked=int(kept.split()[-1]),
+        )
 
     async def decay(
         self,

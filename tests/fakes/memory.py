@@ -23,6 +23,7 @@ order), `decayed_at`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -32,7 +33,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from core.memory.models import MemoryEntry, entry_key
-from core.memory.store import Scope, StoredEntry
+from core.memory.store import ErasedUser, Scope, StoredEntry, UserRows
 
 STOP_WORDS = frozenset(
     "a an and are as at be but by for from has have he her his i in is it its of on or she that the "
@@ -202,6 +203,36 @@ class InMemoryMemoryWrites:
         for entry in gone:
             await self.delete(entry.entry_id)
         return gone, 0
+
+    async def erase_user(self, environment: str, account_id: str, user_id: str) -> ErasedUser:
+        def of_account(e: MemoryEntry) -> bool:
+            return (e.environment, e.account_id) == (environment, account_id)
+
+        deleted = [
+            s.entry for s in self.state.entries.values() if of_account(s.entry) and s.entry.user_id == user_id
+        ]
+        for entry in deleted:
+            await self.delete(entry.entry_id)
+        unlinked = []
+        for stored in list(self.state.entries.values()):
+            if of_account(stored.entry) and stored.entry.author_user_id == user_id:
+                entry = stored.entry.model_copy(update={"author_user_id": None})
+                unlinked.append(StoredEntry(entry=entry, version=stored.version + 1))
+                self.state.entries[entry.entry_id] = unlinked[-1]
+        kept: list[Any] = []
+        gone = relinked = 0
+        for record in self.state.quarantine:  # `tests.fakes.quarantine`'s records
+            e = record.stored.entry
+            if of_account(e) and e.user_id == user_id:
+                gone += 1
+                continue
+            if of_account(e) and e.author_user_id == user_id:
+                stored = StoredEntry(e.model_copy(update={"author_user_id": None}), record.stored.version)
+                record = dataclasses.replace(record, stored=stored)
+                relinked += 1
+            kept.append(record)
+        self.state.quarantine = kept
+        return ErasedUser(deleted, unlinked, gone, relinked)
 
     async def decay(
         self,
@@ -389,6 +420,22 @@ class InMemoryMemoryStore:
         ]
         found.sort(key=lambda s: (s.entry.importance, s.entry.updated_at, _uuid(s.entry)), reverse=True)
         return found[:limit]
+
+    async def user_rows(
+        self, environment: str, account_id: str, user_id: str, *, created_before: datetime | None = None
+    ) -> UserRows:
+        def counted(e: MemoryEntry) -> bool:
+            return (e.environment, e.account_id) == (environment, account_id) and (
+                created_before is None or e.created_at < created_before
+            )
+
+        entries = [s.entry for s in self.entries.values() if counted(s.entry)]
+        quarantined = [r.stored.entry for r in self._state.quarantine if counted(r.stored.entry)]
+        return UserRows(
+            private=sum(1 for e in entries if e.user_id == user_id),
+            authored=sum(1 for e in entries if e.author_user_id == user_id and e.user_id != user_id),
+            quarantined=sum(1 for e in quarantined if user_id in (e.user_id, e.author_user_id)),
+        )
 
     async def record_recall(self, scope: Scope, ids: Sequence[uuid.UUID], at: datetime) -> int:
         async with self._lock:  # one statement: after the blocks before it, never inside one

@@ -19,7 +19,8 @@ from memstream.embedded.supervisor import http_ok
 
 
 def node_env(settings: Settings, api_port: int) -> dict[str, str]:
-    """The environment a node needs to use the same data dir, topics, database and Redis."""
+    """The environment a node needs to use the same data dir, topics, database and Redis (and a
+    free port of its own for the SQL endpoint)."""
     return {
         **os.environ,
         "MEMSTREAM_DATA_DIR": str(settings.data_path),
@@ -30,6 +31,7 @@ def node_env(settings: Settings, api_port: int) -> dict[str, str]:
         "MEMSTREAM_REDIS_URL": settings.redis,
         "MEMSTREAM_API_PORT": str(api_port),
         "MEMSTREAM_JOURNAL_SHARDS": str(settings.journal_shards),
+        "MEMSTREAM_SQL__PORT": str(free_port()),
     }
 
 
@@ -53,6 +55,11 @@ class RunningNode:
     url: str
     env: dict[str, str]
     log: Path
+
+    @property
+    def sql_url(self) -> str:
+        """The node's SQL endpoint."""
+        return f"http://127.0.0.1:{self.env['MEMSTREAM_SQL__PORT']}"
 
 
 @contextlib.contextmanager

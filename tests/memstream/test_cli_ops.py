@@ -140,7 +140,8 @@ def test_commands_say_when_no_node_answers(base_settings: Settings, tmp_path: Pa
     (base_settings.data_path).mkdir(parents=True, exist_ok=True)
     (base_settings.data_path / "admin.token").write_text("t0ken\n")
     runner = CliRunner()
-    for args in (["verify"], ["republish", "--from-seq", "0"], ["rebuild", "clickhouse"]):
+    erase = ["erase-user", "--account", "acme", "--user", "ada", "--yes"]
+    for args in (["verify"], ["republish", "--from-seq", "0"], ["rebuild", "clickhouse"], erase):
         result = runner.invoke(main, args, env=env)
         assert result.exit_code == 3, result.output
         assert "no memstream node answers" in result.output

@@ -23,6 +23,8 @@ holds nothing.
 - `POST /admin/v1/rebuild/{clickhouse|qdrant}`: rebuild a projection and swap it in; NDJSON.
 - `GET  /admin/v1/accounts/{id}/export`, `POST /admin/v1/accounts/{id}/import`: account export and
   import (`memstream.api.routes.admin_accounts`), when the node gives `AdminDeps.accounts`.
+- `DELETE /admin/v1/accounts/{id}/users/{user_id}`: erase a user (`memstream.api.routes.admin_users`),
+  when the node gives `AdminDeps.erasures`; NDJSON.
 """
 
 from __future__ import annotations
@@ -49,7 +51,9 @@ from core.sharding.journal import ShardedThreadJournal
 from core.stores.deletions import DeletionRegister
 from core.stores.message_vectors import MessageVectorStore
 from core.stores.transcripts import TranscriptStore
+from core.user_erasure import UserErasure
 from memstream.api.routes.admin_accounts import add_account_routes
+from memstream.api.routes.admin_users import add_erasure_routes
 from memstream.metrics import NodeFigures
 from memstream.ops.account_export import AccountStores
 from memstream.ops.progress import Progress, ProgressCallback
@@ -58,6 +62,7 @@ from memstream.ops.replay_from import parse_replay_from
 from memstream.ops.replay_run import processor_status, run_replay
 from memstream.ops.republish import republish_shards, shards_to_republish
 from memstream.ops.verify import verify
+from memstream.ops.verify_erasures import ErasureStores
 from streams.journal_shards import LocalShards
 from streams.runtime.supervisor import ProcessorSupervisor
 
@@ -96,6 +101,10 @@ class AdminDeps:
     """The thread-deletion register (`memstream verify` checks the deletions)."""
     message_vectors: Callable[[], MessageVectorStore] | None = None
     """The message vectors (`memstream verify` checks that deletions left none)."""
+    erasures: UserErasure | None = None
+    """User erasures (`memstream erase-user`)."""
+    erasure_stores: ErasureStores | None = None
+    """What `memstream verify` reads to check the user erasures."""
 
 
 class ReplayRequest(BaseModel):
@@ -371,6 +380,7 @@ def admin_router(deps: AdminDeps) -> APIRouter:
                 progress=progress,
                 deletions=deps.deletions,
                 vectors=deps.message_vectors() if deps.message_vectors is not None else None,
+                erasures=deps.erasure_stores,
             )
 
         return exclusive.stream("verify", operation)
@@ -384,4 +394,6 @@ def admin_router(deps: AdminDeps) -> APIRouter:
 
     if deps.accounts is not None:
         add_account_routes(router, deps.accounts, deps.settings.environment, exclusive.stream)
+    if deps.erasures is not None:
+        add_erasure_routes(router, deps.erasures, deps.settings.environment, exclusive.stream)
     return router

@@ -6,6 +6,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Response, status
 
 from core.auth import Principal
+from core.errors import Forbidden
 from core.journal.models import ID_PATTERN, Id
 from core.threads import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
 from memstream.api.deps import ApiDeps
@@ -105,15 +106,21 @@ def threads_router(deps: ApiDeps) -> APIRouter:
             "/{thread_id}",
             response_model=ThreadDeletionResponse,
             summary="Delete a thread everywhere",
-            responses=error_responses(401, 404, 422, 503),
+            responses=error_responses(401, 403, 404, 422, 503),
         )
         async def delete_thread(thread_id: ThreadIdPath, caller: Caller) -> ThreadDeletionResponse:
             """Deletes the thread's messages (journal and indexes), its row, and asks every projection
             to drop them (`journal.deletions`: the transcript store's rows; a replay or rebuild never
             brings them back), then the thread's other state. Answers what was deleted where.
             Idempotent: again, it answers the same report (finishing first a deletion that was
-            interrupted). A thread id used again later is a new thread. 404 when the caller's
-            account has no such thread (and deleted none)."""
+            interrupted). A thread id used again later is a new thread. Keys issued for an MCP
+            gateway may not delete (403). 404 when the caller's account has no such thread (and
+            deleted none)."""
+            if not caller.on_agent_surface:
+                raise Forbidden(
+                    f"API key {caller.key_id} was issued for an MCP gateway (surface mcp): deleting a thread "
+                    "needs an agent key (`memstream keys create --account ACCOUNT`)"
+                )
             return ThreadDeletionResponse.of(await deletions.delete(caller, thread_id))
 
     return router

@@ -68,3 +68,16 @@ async def test_failures_are_not_kept_and_size_zero_keeps_nothing() -> None:
     assert embedder.calls[-2:] == [["x"], ["x"]]
     with pytest.raises(ValueError):
         QueryVectors(embedder, size=-1)
+
+
+async def test_forget_drops_the_vectors_of_the_scopes_it_picks() -> None:
+    embedder = Counting()
+    vectors = QueryVectors(embedder)
+    for who in (ALICE, BOB):
+        await vectors.vector(who, "tea?")
+        await vectors.vector(who, "coffee?")
+    assert vectors.forget(lambda s: s == ALICE) == 2
+    assert vectors.forget(lambda s: s == ALICE) == 0
+    await vectors.vector(BOB, "tea?")  # kept
+    await vectors.vector(ALICE, "tea?")  # embedded again
+    assert embedder.calls[-1] == ["tea?"] and len(embedder.calls) == 5

@@ -155,6 +155,40 @@ async def test_list_threads_pages_by_id_within_one_account_and_filters(store: Th
     assert await store.agent_ids("prod", "nobody") == []
 
 
+async def test_the_threads_of_a_user_page_and_shrink_as_they_are_deleted(store: ThreadStore) -> None:
+    """What a user erasure relies on (`core.user_erasure`): one user's threads of one account, every
+    agent's, in id order, paged by `after`, and listed again after deletions, what is left."""
+    for tid in ("u1-c", "u1-a", "u1-b", "u1-d"):
+        await store.upsert("prod", "acme", tid, "a2" if tid == "u1-b" else "a1", "u1", {})
+    await store.upsert("prod", "acme", "u2-a", "a1", "u2", {})
+    await store.upsert("prod", "acme", "none", "a1", None, {})
+    await store.upsert("prod", "other", "u1-x", "a1", "u1", {})
+
+    async def of_u1(**page: str | int) -> list[str]:
+        listed = await store.list_threads(
+            "prod",
+            "acme",
+            user_id="u1",
+            limit=int(page.get("limit", 10)),
+            after=str(page["after"]) if "after" in page else None,
+        )
+        return [t.thread_id for t in listed]
+
+    assert await of_u1(limit=2) == ["u1-a", "u1-b"]
+    assert await of_u1(limit=2, after="u1-b") == ["u1-c", "u1-d"]
+    for tid in ("u1-a", "u1-c"):
+        assert await store.delete("prod", "acme", tid)
+    assert await of_u1() == ["u1-b", "u1-d"]
+    for tid in ("u1-b", "u1-d"):
+        await store.delete("prod", "acme", tid)
+    assert await of_u1() == []
+    left = await store.list_threads("prod", "acme", limit=10)
+    assert [t.thread_id for t in left] == ["none", "u2-a"]
+    assert [t.thread_id for t in await store.list_threads("prod", "other", user_id="u1", limit=10)] == [
+        "u1-x"
+    ]
+
+
 async def test_delete_removes_only_the_named_thread(store: ThreadStore) -> None:
     await store.upsert("dev", "acc1", "t1", "agent", None, {})
     await store.upsert("dev", "acc2", "t1", "agent", None, {})

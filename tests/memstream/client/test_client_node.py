@@ -137,6 +137,20 @@ def test_every_method_against_a_real_node(node: tuple[str, str]) -> None:
             assert time.monotonic() < deadline + 60, "the projection kept the deleted messages"
             time.sleep(0.5)
 
+        # erasing the user: their threads and private entries; a repeat is a new erasure of zeros
+        ms.append("t-ada", [{"role": "user", "content": "Hello again."}], agent_id="bot", user_id="ada")
+        ms.memory_store("bot", key="ada.k", content="Ada likes tea.", category="project_fact", user_id="ada")
+        erased = ms.erase_user("ada")
+        assert erased.completed_at is not None and erased.erased["threads"]["threads"] == 1
+        assert erased.erased["threads"]["deletions"][0]["thread_id"] == "t-ada"
+        assert erased.erased["memory"]["private_entries"] >= 1
+        with pytest.raises(NotFoundError):
+            ms.get_thread("t-ada")
+        again = ms.erase_user("ada")
+        assert again.erasure_id != erased.erasure_id and again.erased["threads"]["threads"] == 0
+        with pytest.raises(NotFoundError):
+            ms.erase_user("nobody")
+
 
 def test_errors_are_typed_with_the_servers_code_status_and_field(node: tuple[str, str]) -> None:
     url, key = node

@@ -129,3 +129,20 @@ def test_query_parameters_leave_out_what_was_not_given() -> None:
         assert client.read_messages("t", after=4, limit=10).next_after == 4
     assert dict(script.requests[0].url.params) == {"category": "user_profile", "limit": "50"}
     assert dict(script.requests[1].url.params) == {"after": "4", "limit": "10"}
+
+
+def test_erasing_a_user_is_repeated_after_a_timeout_and_reads_the_report() -> None:
+    request = httpx.Request("DELETE", "http://node:8080")
+    report = {
+        "user_id": "u/1",
+        "erasure_id": 4,
+        "requested_at": "2026-12-02T07:00:00Z",
+        "completed_at": "2026-12-02T07:00:01Z",
+        "erased": {"threads": {"threads": 0, "deletions": [], "deleted": {}}},
+    }
+    script = Script(httpx.ReadTimeout("slow", request=request), httpx.Response(200, json=report))
+    with _client(script) as client:
+        erased = client.erase_user("u/1")
+    assert (erased.erasure_id, erased.erased["threads"]["threads"]) == (4, 0)
+    assert [r.url.raw_path for r in script.requests] == [b"/v1/users/u%2F1"] * 2
+    assert all(r.method == "DELETE" for r in script.requests)

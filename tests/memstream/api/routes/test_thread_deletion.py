@@ -12,11 +12,13 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from core.auth import issue_key
 from core.config import Settings
 from core.stores.deletions import Tombstone
 from memstream.api import ApiDeps, create_app
 from memstream.ops.topic_reader import TopicReader
 from memstream.wiring.api import build_api_deps
+from sinks.postgres.api_keys import PostgresApiKeys
 from sinks.slatedb.journal import SlateJournal
 from streams.admin import apply_topics
 from streams.codecs import journal_deletions
@@ -95,6 +97,17 @@ async def test_delete_reports_what_it_deleted_where_and_is_idempotent(
         ("test", "acme", "t1"),
         4,
     )
+
+
+async def test_a_key_issued_for_an_mcp_gateway_may_not_delete(
+    client: httpx.AsyncClient, keys: Keys, pool: asyncpg.Pool
+) -> None:
+    await append(client, keys, "t1", "one")
+    mcp = await issue_key(PostgresApiKeys(pool), "acme", "test", "gateway", surface="mcp")
+    refused = await client.delete("/v1/threads/t1", headers={"Authorization": f"Bearer {mcp}"})
+    assert refused.status_code == 403
+    assert refused.json()["error"]["code"] == "forbidden" and "mcp" in refused.json()["error"]["message"]
+    assert (await client.get("/v1/threads/t1", headers=keys.acme)).status_code == 200  # untouched
 
 
 async def test_a_thread_id_used_again_is_a_new_thread(client: httpx.AsyncClient, keys: Keys) -> None:
