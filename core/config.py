@@ -230,6 +230,33 @@ class Settings(BaseSettings):
         "fixed from then on: resharding is not supported",
     )
 
+    membership: bool = Field(
+        default=False,
+        description="spread the journal shards over several nodes (issue 15): each node claims a "
+        "share of them through leases in Postgres and forwards a thread's requests to its shard's "
+        "owner; off: this node opens every shard (`memstream.sharding`)",
+    )
+    node_name: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9._-]{1,100}$",
+        description="with `membership`: this node's name (its id is the name and a random suffix per "
+        "start); default: the host name",
+    )
+    advertised_url: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^/?#]+/?$",
+        description="with `membership`: the base URL at which the other nodes reach this node's API "
+        "(they forward requests there); default: http://api_host:api_port (loopback for a wildcard "
+        "host, enough only when every node runs on one machine)",
+    )
+    projections_node: bool = Field(
+        default=False,
+        description="with `membership` and embedded projections (chdb, Qdrant Edge): this node hosts "
+        "them (the projection processors, transcript search, memory recall, the agent tools, the "
+        "SQL endpoint); the other nodes forward the agent surfaces to it. Exactly one node should "
+        "have it. With ClickHouse and Qdrant servers every node hosts them and this is ignored",
+    )
+
     # journal tuning
     journal_flush_interval_ms: int = 2
     journal_max_message_bytes: int = 1_000_000
@@ -334,6 +361,23 @@ class Settings(BaseSettings):
         """The journal URL of `shard` (`core.sharding.shards.shard_journal_url`)."""
         return shard_journal_url(self.journal, check_shard(shard, self.journal_shards))
 
+    @property
+    def projections_embedded(self) -> bool:
+        """Whether ClickHouse or Qdrant is embedded (chdb, Qdrant Edge: open in one process only)."""
+        return self.clickhouse.startswith("chdb://") or self.qdrant.startswith("edge://")
+
+    @property
+    def hosts_projections(self) -> bool:
+        """Whether this node runs the projections and serves what reads them: always without
+        `membership` or with servers only; with membership and embedded engines, the
+        `projections_node` only."""
+        return not self.membership or not self.projections_embedded or self.projections_node
+
+    @property
+    def node_url(self) -> str:
+        """Where the other nodes reach this node's API (`advertised_url`, else `api_url`)."""
+        return (self.advertised_url or self.api_url).rstrip("/")
+
     def topic(self, name: str) -> str:
         """The broker-side name of a topic declared in topics.yaml."""
         return f"{self.topic_prefix}{name}"
@@ -361,6 +405,11 @@ class Settings(BaseSettings):
             "object_store": mask_url(self.object_store),
             "journal": mask_url(self.journal),
             "journal_shards": self.journal_shards,
+            "membership": (
+                f"on ({self.node_url}{', projections' if self.projections_node else ''})"
+                if self.membership
+                else "off"
+            ),
             "chat_model": f"{self.chat_model.provider}:{self.chat_model.model}",
             "embedding_model": f"{self.embedding_model.provider}:{self.embedding_model.model}",
             "api": f"http://{self.api_host}:{self.api_port}",

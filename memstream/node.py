@@ -60,7 +60,12 @@ async def run_node(settings: Settings, stop: asyncio.Event) -> None:
         await migrate(pool)
         report = await asyncio.to_thread(apply_topics, settings, load_topics())
         log.info("topics: %s", report.render().replace("\n", "; "))
-        journals = await open_journals(settings)
+        # With the shard membership the node's loop opens the shards it is given; else every one.
+        journals = (
+            ShardedJournal[SlateJournal](settings.journal_shards)
+            if settings.membership
+            else await open_journals(settings)
+        )
         try:
             await _serve(
                 settings,

@@ -49,9 +49,11 @@ from memstream.ops.progress import ProgressCallback
 from memstream.ops.rebuild import rebuild_clickhouse, rebuild_qdrant
 from memstream.ops.topic_restart import ConsumerRestart
 from memstream.ops.verify_erasures import ErasureStores
+from memstream.sharding.journal_views import LazyJournalViews
 from memstream.sql.server import SqlEndpoint
 from memstream.wiring.accounts import build_account_stores
 from memstream.wiring.api import build_api_deps, build_memory_deps
+from memstream.wiring.membership import Membership, build_membership
 from memstream.wiring.processors import (
     SOURCES,
     build_recovery,
@@ -115,6 +117,8 @@ class Node:
     erasures: UserErasure
     deletion_thresholds: RedisThresholdStore
     sql: SqlEndpoint | None = None
+    membership: Membership | None = None
+    """With `settings.membership`: the loop deciding which shards are local, and the forwarding."""
 
     def tasks(self, stop: asyncio.Event) -> list[asyncio.Task[None]]:
         """Start every component except the API; each runs until `stop` is set (or it fails)."""
@@ -143,6 +147,8 @@ class Node:
         ]
         if self.sql is not None:
             tasks.append(asyncio.create_task(self.sql.run(stop), name="sql"))
+        if self.membership is not None:
+            tasks.append(asyncio.create_task(self.membership.loop.run(stop), name="membership"))
         return tasks
 
     async def _resume_deletions(self, stop: asyncio.Event) -> None:
@@ -171,6 +177,9 @@ class Node:
         with contextlib.suppress(KeyError):
             REGISTRY.unregister(self.figures)
         await self.memory.recaller.counts.drain()
+        if self.membership is not None:
+            await self.membership.host.close_all()  # what the loop did not close (it was cancelled)
+            await self.membership.forwarding.aclose()
         for local in self.shards:
             await local.relay.close()
         await self.entries_relay.close()
@@ -208,8 +217,8 @@ async def build_node(
 
     progress = PostgresProgress(pool)
     journal_groups = [group_id(name, settings) for name in consumers_of(JOURNAL_TOPIC, settings)]
-    shards: list[LocalShard] = []
-    for shard, shard_journal in journals.local().items():
+
+    def local_shard(shard: int, shard_journal: SlateJournal) -> LocalShard:
         relay = Relay(
             shard_journal,
             settings,
@@ -219,7 +228,9 @@ async def build_node(
         )
         shard_journal.add_append_listener(relay.notify)  # wake the relay after every durable append
         guard = JournalTopicGuard(shard_journal, relay, progress, journal_groups)
-        shards.append(LocalShard(shard, shard_journal, relay, guard))
+        return LocalShard(shard, shard_journal, relay, guard)
+
+    shards = [local_shard(shard, shard_journal) for shard, shard_journal in journals.local().items()]
     entries_relay = EntriesOutboxRelay(PostgresEntriesOutbox(pool), settings)
     topic_sync = TopicSync(
         settings,
@@ -230,7 +241,11 @@ async def build_node(
         ],
         on_topics_applied=lambda created: recovery.topics_applied(created),
     )
-    engines = Engines(settings, journal=journals, pool=pool)
+    # With membership the processors read every shard through read-only views (most threads are
+    # written by other nodes); without, through the node's writers.
+    engines = Engines(
+        settings, journal=LazyJournalViews(settings) if settings.membership else journals, pool=pool
+    )
     recovery = build_recovery(
         settings, engines, created_topics=created_topics, on_topic_missing=topic_missing
     )
@@ -238,10 +253,13 @@ async def build_node(
     memory = build_memory_deps(pool, engines.embedder(), engines.sparse(), engines.index())
     summary_cache = RedisSummaryCache.from_settings(settings)  # Redis: embedded or configured
     transcripts = engines.transcripts()
-    try:
-        await transcripts.ensure_schema()
-    except TranscriptUnavailable as exc:  # a server DSN that is down: the projection creates it later
-        log.warning("ClickHouse is not reachable yet (%s): transcript search answers 503 until it is", exc)
+    if settings.hosts_projections:  # else the node hosting the embedded projections serves them
+        try:
+            await transcripts.ensure_schema()
+        except TranscriptUnavailable as exc:  # a server DSN that is down: the projection creates it later
+            log.warning(
+                "ClickHouse is not reachable yet (%s): transcript search answers 503 until it is", exc
+            )
     await ObjectStoreProbe.from_settings(settings).log_if_not_ready()  # e.g. a missing S3 bucket
     rerank = (
         DenseRerank(engines.message_vectors(), engines.embedder()) if settings.transcript_vectors else None
@@ -284,7 +302,12 @@ async def build_node(
         ],
     )
     assert api_deps.deletions is not None and api_deps.erasures is not None
-    app = create_app(api_deps)
+    membership = (
+        build_membership(settings, pool, journals, shards, topic_sync, local_shard)
+        if settings.membership
+        else None
+    )
+    app = create_app(api_deps, forwarding=membership.forwarding if membership else None)
 
     figures = NodeFigures(
         settings,
@@ -322,9 +345,11 @@ async def build_node(
         SqlEndpoint(
             settings, SqlService(engines.sql(), settings.sql, settings.environment), api_deps.api_keys
         )
-        if settings.sql.enabled
+        if settings.sql.enabled and settings.hosts_projections
         else None
     )
+    if settings.sql.enabled and sql is None:
+        log.info("SQL endpoint: off on this node (the node hosting the embedded projections serves it)")
     return Node(
         settings=settings,
         journal=journals,
@@ -345,6 +370,7 @@ async def build_node(
         erasures=api_deps.erasures,
         deletion_thresholds=deletion_thresholds,
         sql=sql,
+        membership=membership,
     )
 
 

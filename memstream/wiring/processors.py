@@ -280,16 +280,30 @@ GROUPS: Mapping[str, tuple[str, ...]] = {"thread-memory": THREAD_MEMORY}
 """Named sets of processors that `memstream worker --group NAME` runs."""
 
 
+PROJECTIONS: Mapping[str, Callable[[Settings], bool]] = {
+    "clickhouse-projection": lambda settings: settings.clickhouse.startswith("chdb://"),
+    "qdrant-projection": lambda settings: settings.qdrant.startswith("edge://"),
+    "transcript-vectors": lambda settings: settings.clickhouse.startswith("chdb://"),
+}
+"""The processors writing an engine that may be embedded, and whether it is under the settings: with
+the shard membership they run only on the node hosting the embedded projections."""
+
+
 def node_processor_names(settings: Settings) -> list[str]:
     """The processors the node hosts: `settings.node_processors`, or every registered one when
-    unset; either way only the `enabled` ones. An unknown name raises UnknownProcessor (listing
-    the registered ones)."""
+    unset; either way only the `enabled` ones, and with the shard membership on a node that does
+    not host the embedded projections, not those writing them (`PROJECTIONS`). An unknown name
+    raises UnknownProcessor (listing the registered ones)."""
     if settings.node_processors is None:
-        return [name for name in processor_names() if enabled(name, settings)]
-    for name in settings.node_processors:
-        if name not in PROCESSORS:
-            raise UnknownProcessor(name, list(PROCESSORS))
-    return sorted(name for name in set(settings.node_processors) if enabled(name, settings))
+        names = [name for name in processor_names() if enabled(name, settings)]
+    else:
+        for name in settings.node_processors:
+            if name not in PROCESSORS:
+                raise UnknownProcessor(name, list(PROCESSORS))
+        names = sorted(name for name in set(settings.node_processors) if enabled(name, settings))
+    if settings.hosts_projections:
+        return names
+    return [name for name in names if not ((embedded := PROJECTIONS.get(name)) and embedded(settings))]
 
 
 def consumers_of(topic: str, settings: Settings | None = None) -> list[str]:
