@@ -280,6 +280,11 @@ class Settings(BaseSettings):
     def _check_shard_journals(self) -> Settings:
         if self.journal_shards > 1:
             shard_journal_url(self.journal, 1)  # a URL with no room for siblings: ValueError
+        if self.membership and self.admin_token is None:
+            raise ValueError(
+                "membership needs the same admin token on every node (the nodes call each other's "
+                "admin API): set MEMSTREAM_ADMIN_TOKEN"
+            )
         return self
 
     @classmethod

@@ -6,7 +6,9 @@ placed by `LeaseOwners`).
 The node's id is `settings.node_name` (else the host name) with a random suffix per start; the
 other nodes reach it at `settings.node_url`; it has the `projections` role when it hosts the
 embedded projections (`settings.projections_node`; with ClickHouse and Qdrant servers every node
-serves them and nothing is forwarded for them).
+serves them and nothing is forwarded for them). A user's erasure deletes the messages of threads of
+other nodes' shards through their owners (`memstream.sharding.owner_journal`), which needs the
+same admin token on every node (`Settings` refuses membership without one).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from core.sharding.shards import shard_of
 from core.stores.shard_leases import PROJECTIONS_ROLE
 from memstream.api.forwarding import Forwarding
 from memstream.sharding.membership_loop import MembershipConfig, MembershipLoop, new_node_id
+from memstream.sharding.owner_journal import OwnerJournal
 from memstream.sharding.owners import LeaseOwners
 from memstream.wiring.shard_host import ShardHost
 from sinks.postgres.shard_leases import PostgresShardLeases
@@ -38,6 +41,14 @@ class Membership:
     loop: MembershipLoop
     host: ShardHost
     forwarding: Forwarding
+    journal: OwnerJournal
+    """The API's journal: the local shards, and thread deletions carried out by their shard's owner."""
+
+    async def aclose(self) -> None:
+        """Close what the node's shards left open (after the loop stopped) and the HTTP clients."""
+        await self.host.close_all()
+        await self.forwarding.aclose()
+        await self.journal.close()
 
     @property
     def node_id(self) -> str:
@@ -62,6 +73,7 @@ def build_membership(
     shards: list[LocalShard],
     topic_sync: TopicSync,
     make_local_shard: Callable[[int, SlateJournal], LocalShard],
+    admin_token: str,
 ) -> Membership:
     """The node's membership over its pool, its (initially empty) journals and local shards. Does no
     I/O: the loop starts with the node's tasks."""
@@ -71,4 +83,5 @@ def build_membership(
         PostgresShardLeases(pool, settings.environment), config, host.open_shard, host.close_shard
     )
     owners = LeaseOwners(loop, shard_of, projections_embedded=settings.projections_embedded)
-    return Membership(loop, host, Forwarding(owners, config.node_id))
+    journal = OwnerJournal(journals, owners, admin_token)
+    return Membership(loop, host, Forwarding(owners, config.node_id), journal)

@@ -39,6 +39,7 @@ from memstream.api.app import create_app
 from memstream.api.deps import MemoryDeps
 from memstream.api.routes.admin import AdminDeps, Rebuilder, admin_router
 from memstream.api.routes.metrics import metrics_router
+from memstream.api.routes.shard_journal import shard_journal_router
 from memstream.deletion_steps import deletion_steps
 from memstream.engines import Engines
 from memstream.erasure_steps import QueryVectorsStep
@@ -178,8 +179,7 @@ class Node:
             REGISTRY.unregister(self.figures)
         await self.memory.recaller.counts.drain()
         if self.membership is not None:
-            await self.membership.host.close_all()  # what the loop did not close (it was cancelled)
-            await self.membership.forwarding.aclose()
+            await self.membership.aclose()  # and the shards the loop did not close (it was cancelled)
         for local in self.shards:
             await local.relay.close()
         await self.entries_relay.close()
@@ -286,9 +286,14 @@ async def build_node(
         summary_cache,
         RedisLocks(deletion_thresholds.client, namespace=summarizer_lock_namespace(settings)),
     )
+    membership = (
+        build_membership(settings, pool, journals, shards, topic_sync, local_shard, admin_token)
+        if settings.membership
+        else None
+    )
     api_deps = build_api_deps(
         settings,
-        journals,
+        membership.journal if membership is not None else journals,
         pool,
         memory=memory,
         summary_cache=summary_cache,
@@ -302,11 +307,6 @@ async def build_node(
         ],
     )
     assert api_deps.deletions is not None and api_deps.erasures is not None
-    membership = (
-        build_membership(settings, pool, journals, shards, topic_sync, local_shard)
-        if settings.membership
-        else None
-    )
     app = create_app(api_deps, forwarding=membership.forwarding if membership else None)
 
     figures = NodeFigures(
@@ -338,6 +338,8 @@ async def build_node(
         )
     )
     app.include_router(metrics_router(admin_token, settings))
+    if membership is not None:  # other nodes delete threads of this node's shards through it
+        app.include_router(shard_journal_router(journals, admin_token, settings))
     REGISTRY.register(figures)  # unregistered by `close`
     mcp = McpEndpoint(api_deps)
     app.mount(MOUNT_PATH, mcp)  # after every route: the API's (and FastRoutes before them) come first

@@ -145,3 +145,46 @@ def test_several_shards_need_a_journal_url_with_room_for_siblings() -> None:
     with pytest.raises(ValidationError, match="no directory or prefix"):
         Settings(journal_shards=2, journal_url="s3://bucket")
     assert Settings(journal_shards=1, journal_url="s3://bucket").journal == "s3://bucket"
+
+
+def test_membership_is_off_by_default_and_every_node_then_hosts_the_projections(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, api_host="0.0.0.0", api_port=9000)
+    assert not settings.membership and settings.hosts_projections
+    assert settings.describe()["membership"] == "off"
+    assert settings.node_url == "http://127.0.0.1:9000"  # a wildcard host means loopback
+    assert settings.projections_embedded  # chdb and Qdrant Edge by default
+
+
+def test_with_membership_only_the_projections_node_hosts_embedded_projections(tmp_path: Path) -> None:
+    other = Settings(
+        data_dir=tmp_path, membership=True, advertised_url="http://node-2:8080/", admin_token=SecretStr("t")
+    )
+    assert not other.hosts_projections
+    assert other.node_url == "http://node-2:8080"
+    assert other.describe()["membership"] == "on (http://node-2:8080)"
+    host = other.model_copy(update={"projections_node": True})
+    assert host.hosts_projections
+    assert host.describe()["membership"] == "on (http://node-2:8080, projections)"
+    servers = other.model_copy(
+        update={
+            "clickhouse_dsn": SecretStr("http://clickhouse:8123"),
+            "qdrant_url": "http://qdrant:6333",
+        }
+    )
+    assert not servers.projections_embedded and servers.hosts_projections  # servers: every node
+
+
+@pytest.mark.parametrize("url", ["node-2:8080", "http://node-2:8080/api", "ftp://node-2"])
+def test_an_advertised_url_is_a_base_url(url: str) -> None:
+    with pytest.raises(ValidationError, match="advertised_url"):
+        Settings(advertised_url=url)
+
+
+def test_membership_needs_the_nodes_shared_admin_token(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError, match="MEMSTREAM_ADMIN_TOKEN"):
+        Settings(data_dir=tmp_path, membership=True, admin_token=None)
+
+
+def test_a_node_name_is_a_plain_name() -> None:
+    with pytest.raises(ValidationError, match="node_name"):
+        Settings(node_name="node one")

@@ -8,6 +8,8 @@ node `a` hosts the embedded projections (`MEMSTREAM_PROJECTIONS_NODE`).
 - a request forwarded once is not forwarded again: 503 `not_owner` with `Retry-After`;
 - the agent tools asked of node `b` are answered by node `a` (transcript search over every shard's
   messages, projected by node `a` alone);
+- a user's erasure asked of node `b` deletes the user's threads of both shards (the messages of
+  node `a`'s shard deleted by node `a`'s writer, through its admin route);
 - node `b` stopping hands its shard over to node `a`, which then serves every thread.
 """
 
@@ -44,11 +46,11 @@ def cluster(settings: Settings, tmp_path: Path) -> Iterator[Cluster]:
         cluster.stop()
 
 
-def threads_of_each_shard(settings: Settings, per_shard: int) -> dict[int, list[str]]:
+def threads_of_each_shard(settings: Settings, per_shard: int, prefix: str = "m-") -> dict[int, list[str]]:
     found: dict[int, list[str]] = {k: [] for k in range(SHARDS)}
     i = 0
     while any(len(ts) < per_shard for ts in found.values()):
-        thread = f"m-{i}"
+        thread = f"{prefix}{i}"
         shard = shard_of(settings.environment, ACCOUNT, thread, SHARDS)
         if len(found[shard]) < per_shard:
             found[shard].append(thread)
@@ -72,12 +74,14 @@ def get(api: httpx.Client, path: str) -> Any:
     return response.json()
 
 
-def append(api: httpx.Client, thread: str, texts: list[str], first: int = 0) -> list[dict[str, Any]]:
+def append(
+    api: httpx.Client, thread: str, texts: list[str], first: int = 0, user: str = "u"
+) -> list[dict[str, Any]]:
     messages = [
         {"message_id": f"{thread}-{i}", "role": "user" if i % 2 == 0 else "assistant", "content": text}
         for i, text in enumerate(texts, start=first)
     ]
-    body = {"agent_id": "bot", "user_id": "u", "messages": messages}
+    body = {"agent_id": "bot", "user_id": user, "messages": messages}
     response = retried(lambda: api.post(f"/v1/threads/{thread}/messages", json=body))
     assert response.status_code == 201, response.text
     stored: list[dict[str, Any]] = response.json()["messages"]
@@ -130,6 +134,18 @@ def test_two_nodes_share_the_shards_forward_and_hand_over(cluster: Cluster, sett
                 break
             assert time.monotonic() < deadline, f"search finds {sorted(found)}, wanted {sorted(stored)}"
             time.sleep(1)
+
+        # a user's erasure asked of node b deletes their threads of both shards (node a's through a)
+        eve_threads = threads_of_each_shard(settings, 1, prefix="eve-")
+        for threads in eve_threads.values():
+            append(api_a, threads[0], ["eve's secret"], user="eve")
+        erased = retried(lambda: api_b.delete("/v1/users/eve"))
+        assert erased.status_code == 200, erased.text
+        for threads in eve_threads.values():
+            for api in (api_a, api_b):
+                gone = retried(lambda: api.get(f"/v1/threads/{threads[0]}/messages"))  # noqa: B023
+                assert gone.status_code == 404, gone.text
+        assert get(api_b, f"/v1/threads/{by_shard[0][0]}/messages")["messages"] == stored[by_shard[0][0]]
 
         # node b stops: its shard is handed over to node a, which serves every thread
         node_b.process.stop()

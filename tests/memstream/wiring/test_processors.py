@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from pydantic import SecretStr
 
 from core.config import Settings
 from memstream.wiring.processors import (
@@ -94,3 +97,15 @@ def test_the_node_hosts_every_processor_unless_told_otherwise() -> None:
 def test_the_thread_memory_group_is_registered_processors() -> None:
     assert set(GROUPS["thread-memory"]) == set(THREAD_MEMORY) == {"thresholds", "flush", "summarizer"}
     assert set(THREAD_MEMORY) <= set(PROCESSORS)
+
+
+def test_with_membership_the_embedded_projections_run_on_the_projections_node_only(tmp_path: Path) -> None:
+    every = node_processor_names(Settings(data_dir=tmp_path, transcript_vectors=True))
+    assert {"clickhouse-projection", "qdrant-projection", "transcript-vectors"} <= set(every)
+    member = Settings(data_dir=tmp_path, transcript_vectors=True, membership=True, admin_token=SecretStr("t"))
+    assert node_processor_names(member) == ["flush", "summarizer", "thresholds"]
+    assert node_processor_names(member.model_copy(update={"projections_node": True})) == every
+    with_server = member.model_copy(update={"qdrant_url": "http://qdrant:6333"})  # ClickHouse embedded
+    assert node_processor_names(with_server) == ["flush", "qdrant-projection", "summarizer", "thresholds"]
+    chosen = member.model_copy(update={"node_processors": ["clickhouse-projection", "flush"]})
+    assert node_processor_names(chosen) == ["flush"]
