@@ -38,6 +38,7 @@ from core.user_erasure import UserErasure
 from memstream.api.app import create_app
 from memstream.api.deps import MemoryDeps
 from memstream.api.routes.admin import AdminDeps, Rebuilder, admin_router
+from memstream.api.routes.membership_limits import membership_limits_router
 from memstream.api.routes.metrics import metrics_router
 from memstream.api.routes.shard_journal import shard_journal_router
 from memstream.deletion_steps import deletion_steps
@@ -315,6 +316,8 @@ async def build_node(
         relay_lag=functools.partial(relay_lag, shards),
         totals=lambda: compaction_totals(pool, settings.environment),
     )
+    if membership is not None:  # first: its refusals come before the admin routes
+        app.include_router(membership_limits_router(admin_token, settings))
     app.include_router(
         admin_router(
             AdminDeps(
