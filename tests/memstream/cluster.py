@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,12 +87,15 @@ class Cluster:
     def wait_for_owners(
         self, shards: int, *, among: set[str] | None = None, timeout_s: float = 30
     ) -> dict[int, str]:
-        """Until every shard has a valid lease (held by the nodes named in `among`, every one of
-        them holding at least one, when given): the name of each shard's owner."""
+        """Until every shard has a valid lease (held by the nodes named in `among` when given, each
+        of them holding its fair share: shards / len(among), rounded down or up): the name of each
+        shard's owner."""
         deadline = time.monotonic() + timeout_s
         while True:
             owners = {k: lease.node_id.rsplit("-", 1)[0] for k, lease in self.leases().items()}
-            if len(owners) == shards and (among is None or set(owners.values()) == among):
+            held = Counter(owners.values())
+            fair = among is None or (set(held) == among and max(held.values()) - min(held.values()) <= 1)
+            if len(owners) == shards and fair:
                 return owners
             assert time.monotonic() < deadline, f"shard owners {owners} after {timeout_s} s"
             time.sleep(0.5)
