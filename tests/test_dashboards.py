@@ -46,7 +46,7 @@ def test_the_dashboard_asks_only_for_series_the_node_exposes() -> None:
     assert len({panel["id"] for panel in dashboard["panels"]}) == len(dashboard["panels"])
 
 
-def test_prometheus_scrapes_the_node_with_its_admin_token() -> None:
+def test_prometheus_scrapes_every_node_with_its_admin_token() -> None:
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     token = compose["services"]["memstream-node"]["environment"]["MEMSTREAM_ADMIN_TOKEN"]
     assert (ROOT / "deploy" / "prometheus" / "admin-token").read_text().strip() == token
@@ -54,6 +54,7 @@ def test_prometheus_scrapes_the_node_with_its_admin_token() -> None:
     (job,) = config["scrape_configs"]
     assert job["metrics_path"] == "/metrics"
     assert job["authorization"]["credentials_file"] == "/etc/prometheus/admin-token"
-    assert job["static_configs"][0]["targets"] == ["memstream-node:8080"]
+    nodes = [name for name, svc in compose["services"].items() if svc.get("command") == ["memstream", "node"]]
+    assert job["static_configs"][0]["targets"] == [f"{name}:8080" for name in nodes]  # every node
     mounts = compose["services"]["prometheus"]["volumes"]
     assert "./deploy/prometheus/admin-token:/etc/prometheus/admin-token:ro" in mounts

@@ -72,3 +72,28 @@ def test_kafka_runs_kraft_without_auto_topic_creation() -> None:
     env = SERVICES["kafka"]["environment"]
     assert "controller" in env["KAFKA_PROCESS_ROLES"]
     assert env["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false", "topics come from topics.yaml only"
+
+
+NODES = [name for name in MEMSTREAM_SERVICES if SERVICES[name]["command"] == ["memstream", "node"]]
+
+
+def test_three_nodes_share_the_journal_shards() -> None:
+    """Membership on every node, the same deployment (journal, shard count, admin token), each node
+    with its own name, advertised URL (its service, its API port), host port and data volume, and
+    every node serving the projections (ClickHouse and Qdrant servers)."""
+    assert len(NODES) == 3, NODES
+    nodes = {name: _settings(name) for name in NODES}
+    for name, settings in nodes.items():
+        assert settings.membership and settings.hosts_projections and not settings.projections_embedded
+        assert settings.node_name == name
+        assert settings.node_url == f"http://{name}:{settings.api_port}"
+        assert settings.journal_shards >= len(NODES)
+    shared = {(s.journal, s.journal_shards, s.environment, s.postgres, s.admin_token) for s in nodes.values()}
+    assert len(shared) == 1, "every node must be of the same deployment"
+    ports = [SERVICES[name]["ports"][0].split(":")[0] for name in NODES]
+    volumes = [SERVICES[name]["volumes"][0].split(":")[0] for name in NODES]
+    assert len(set(ports)) == len(NODES) and len(set(volumes)) == len(NODES)
+    assert all(
+        set(SERVICES[name]["depends_on"]) >= {"memstream-init", "postgres", "kafka", "minio-init"}
+        for name in NODES
+    )
