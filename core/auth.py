@@ -98,7 +98,14 @@ async def issue_key(
     """Create a key for `account_id` in `environment`, issued for `surface` (`agent` or `mcp`),
     and return it (the only time it is visible)."""
     _check_scope(account_id, environment)
-    checked = check_surface(surface)
+    return await insert_new_key(store, environment, account_id, label, check_surface(surface))
+
+
+async def insert_new_key(
+    store: ApiKeyStore, environment: str, account_id: str, label: str, surface: str
+) -> str:
+    """Check `label`, make a new key, store its hash for (`environment`, `account_id` as checked by
+    the caller) and `surface`, and return the key (the only time it is visible)."""
     if len(label) > MAX_LABEL_CHARS:
         raise InvalidInput(f"label is {len(label)} characters; the limit is {MAX_LABEL_CHARS}", field="label")
     check_text(label, "label")
@@ -110,7 +117,7 @@ async def issue_key(
         key_hash=hash_key(key),
         prefix=visible_prefix(key),
         label=label,
-        surface=checked,
+        surface=surface,
     )
     return key
 

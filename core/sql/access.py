@@ -9,14 +9,11 @@ refuses every other key, so neither kind opens the other's door.
 
 from __future__ import annotations
 
-import secrets
-import uuid
 from dataclasses import dataclass
 
-from core.auth import DATA_SURFACE, KEY_PREFIX, MAX_LABEL_CHARS, hash_key, visible_prefix
-from core.errors import InvalidInput, NotFound, Unauthorized
+from core.auth import DATA_SURFACE, hash_key, insert_new_key, visible_prefix
+from core.errors import NotFound, Unauthorized
 from core.ids import is_api_key, require_api_key_id, require_environment, require_id
-from core.inputs import check_text
 from core.stores.api_keys import ApiKeyRecord, ApiKeyStore
 
 ALL_ACCOUNTS = "*"
@@ -47,21 +44,7 @@ async def issue_data_key(
     """Create a data-access key for `account_id` (None: every account) in `environment` and return
     it (the only time it is visible)."""
     require_environment(environment)
-    scope = _scope(account_id)
-    if len(label) > MAX_LABEL_CHARS:
-        raise InvalidInput(f"label is {len(label)} characters; the limit is {MAX_LABEL_CHARS}", field="label")
-    check_text(label, "label")
-    key = KEY_PREFIX + secrets.token_urlsafe(32)
-    await store.insert(
-        key_id=f"key_{uuid.uuid4().hex[:16]}",
-        environment=environment,
-        account_id=scope,
-        key_hash=hash_key(key),
-        prefix=visible_prefix(key),
-        label=label,
-        surface=DATA_SURFACE,
-    )
-    return key
+    return await insert_new_key(store, environment, _scope(account_id), label, DATA_SURFACE)
 
 
 async def verify_data_key(store: ApiKeyStore, key: str | None, environment: str) -> DataPrincipal:
