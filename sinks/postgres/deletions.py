@@ -1,7 +1,8 @@
 """The `thread_deletions` table (migration 0014) behind `core.stores.deletions.DeletionRegister`.
 
-SQL only. `open` relies on the partial unique index `thread_deletions_open` (one incomplete
-deletion per thread): a second, concurrent `open` of the same thread gets the same row.
+SQL only. What it shares with the user erasures' register (one incomplete deletion per thread,
+steps, completion) is `sinks.postgres.request_register.RequestTable`; the journal's outcome and
+the tombstones are its own.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from core.stores.deletions import (
     merged_outcome,
 )
 from sinks.postgres.pool import create_pool
+from sinks.postgres.request_register import RequestTable
 
 _COLUMNS = (
     "deletion_id, environment, account_id, thread_id, agent_id, user_id, requested_at, up_to_seq, "
@@ -54,52 +56,35 @@ class PostgresDeletions:
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
+        self._table = RequestTable(
+            pool,
+            table="thread_deletions",
+            id_column="deletion_id",
+            subject_column="thread_id",
+            columns=_COLUMNS,
+            record=_record,
+            what="thread deletion",
+        )
 
     async def open(
         self, environment: str, account_id: str, thread_id: str, agent_id: str | None, user_id: str | None
     ) -> DeletionRecord:
-        scope = (environment, account_id, thread_id)
-        row = await self._pool.fetchrow(
-            f"""INSERT INTO thread_deletions (environment, account_id, thread_id, agent_id, user_id)
-                VALUES ($1, $2, $3, $4, $5)
-                ON CONFLICT (environment, account_id, thread_id) WHERE completed_at IS NULL DO NOTHING
-                RETURNING {_COLUMNS}""",
-            *scope,
-            agent_id,
-            user_id,
+        return await self._table.open(
+            (environment, account_id, thread_id), {"agent_id": agent_id, "user_id": user_id}
         )
-        if row is None:  # an incomplete one exists
-            row = await self._pool.fetchrow(
-                f"""SELECT {_COLUMNS} FROM thread_deletions WHERE environment = $1 AND account_id = $2
-                    AND thread_id = $3 AND completed_at IS NULL""",
-                *scope,
-            )
-            if row is None:  # completed in between: start a new one
-                return await self.open(environment, account_id, thread_id, agent_id, user_id)
-        return _record(row)
 
     async def latest(self, environment: str, account_id: str, thread_id: str) -> DeletionRecord | None:
-        row = await self._pool.fetchrow(
-            f"""SELECT {_COLUMNS} FROM thread_deletions WHERE environment = $1 AND account_id = $2
-                AND thread_id = $3 ORDER BY deletion_id DESC LIMIT 1""",
-            environment,
-            account_id,
-            thread_id,
-        )
-        return None if row is None else _record(row)
+        return await self._table.latest((environment, account_id, thread_id))
 
     async def get(self, deletion_id: int) -> DeletionRecord | None:
-        row = await self._pool.fetchrow(
-            f"SELECT {_COLUMNS} FROM thread_deletions WHERE deletion_id = $1", deletion_id
-        )
-        return None if row is None else _record(row)
+        return await self._table.get(deletion_id)
 
     async def record_journal(self, deletion_id: int, deleted: JournalDeletion) -> DeletionRecord:
         async with self._pool.acquire() as conn, conn.transaction():
             row = await conn.fetchrow(
                 f"SELECT {_COLUMNS} FROM thread_deletions WHERE deletion_id = $1 FOR UPDATE", deletion_id
             )
-            record = self._found(row, deletion_id)
+            record = self._table.found(row, deletion_id)
             merged = merged_outcome(record, deleted)
             row = await conn.fetchrow(
                 f"""UPDATE thread_deletions SET up_to_seq = $2, seqs = $3::jsonb,
@@ -110,31 +95,16 @@ class PostgresDeletions:
                 [list(r) for r in merged.seqs],
                 {"messages": merged.messages, "up_to_seq": merged.up_to_seq},
             )
-        return self._found(row, deletion_id)
+        return self._table.found(row, deletion_id)
 
     async def record_step(self, deletion_id: int, step: str, report: Mapping[str, Any]) -> DeletionRecord:
-        row = await self._pool.fetchrow(
-            f"""UPDATE thread_deletions SET report = report || jsonb_build_object($2::text, $3::jsonb)
-                WHERE deletion_id = $1 RETURNING {_COLUMNS}""",
-            deletion_id,
-            step,
-            dict(report),
-        )
-        return self._found(row, deletion_id)
+        return await self._table.record_step(deletion_id, step, report)
 
     async def complete(self, deletion_id: int) -> DeletionRecord:
-        row = await self._pool.fetchrow(
-            f"""UPDATE thread_deletions SET completed_at = COALESCE(completed_at, now())
-                WHERE deletion_id = $1 RETURNING {_COLUMNS}""",
-            deletion_id,
-        )
-        return self._found(row, deletion_id)
+        return await self._table.complete(deletion_id)
 
     async def incomplete(self) -> list[DeletionRecord]:
-        rows = await self._pool.fetch(
-            f"SELECT {_COLUMNS} FROM thread_deletions WHERE completed_at IS NULL ORDER BY deletion_id"
-        )
-        return [_record(row) for row in rows]
+        return await self._table.incomplete()
 
     async def tombstones(self) -> list[Tombstone]:
         rows = await self._pool.fetch(
@@ -156,12 +126,6 @@ class PostgresDeletions:
             scope = (row["environment"], row["account_id"], row["thread_id"])
             merged[scope] = merge_ranges(merged.get(scope, ()), _ranges(row["seqs"]))
         return merged
-
-    @staticmethod
-    def _found(row: Any, deletion_id: int) -> DeletionRecord:
-        if row is None:
-            raise LookupError(f"no thread deletion {deletion_id}")
-        return _record(row)
 
 
 class OwnPoolDeletions:

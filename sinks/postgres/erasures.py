@@ -1,7 +1,8 @@
 """The `user_erasures` table (migration 0015) behind `core.stores.erasures.ErasureRegister`.
 
-SQL only. `open` relies on the partial unique index `user_erasures_open` (one incomplete erasure
-per user): a second, concurrent `open` of the same user gets the same row.
+SQL only. What it shares with the thread deletions' register (one incomplete erasure per user,
+steps, completion) is `sinks.postgres.request_register.RequestTable`; the deletions an erasure
+ran are its own.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 import asyncpg
 
 from core.stores.erasures import ErasureRecord
+from sinks.postgres.request_register import RequestTable
 
 _COLUMNS = "erasure_id, environment, account_id, user_id, requested_at, deletions, report, completed_at"
 
@@ -34,40 +36,24 @@ class PostgresErasures:
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
+        self._table = RequestTable(
+            pool,
+            table="user_erasures",
+            id_column="erasure_id",
+            subject_column="user_id",
+            columns=_COLUMNS,
+            record=_record,
+            what="user erasure",
+        )
 
     async def open(self, environment: str, account_id: str, user_id: str) -> ErasureRecord:
-        scope = (environment, account_id, user_id)
-        row = await self._pool.fetchrow(
-            f"""INSERT INTO user_erasures (environment, account_id, user_id) VALUES ($1, $2, $3)
-                ON CONFLICT (environment, account_id, user_id) WHERE completed_at IS NULL DO NOTHING
-                RETURNING {_COLUMNS}""",
-            *scope,
-        )
-        if row is None:  # an incomplete one exists
-            row = await self._pool.fetchrow(
-                f"""SELECT {_COLUMNS} FROM user_erasures WHERE environment = $1 AND account_id = $2
-                    AND user_id = $3 AND completed_at IS NULL""",
-                *scope,
-            )
-            if row is None:  # completed in between: start a new one
-                return await self.open(environment, account_id, user_id)
-        return _record(row)
+        return await self._table.open((environment, account_id, user_id))
 
     async def latest(self, environment: str, account_id: str, user_id: str) -> ErasureRecord | None:
-        row = await self._pool.fetchrow(
-            f"""SELECT {_COLUMNS} FROM user_erasures WHERE environment = $1 AND account_id = $2
-                AND user_id = $3 ORDER BY erasure_id DESC LIMIT 1""",
-            environment,
-            account_id,
-            user_id,
-        )
-        return None if row is None else _record(row)
+        return await self._table.latest((environment, account_id, user_id))
 
     async def get(self, erasure_id: int) -> ErasureRecord | None:
-        row = await self._pool.fetchrow(
-            f"SELECT {_COLUMNS} FROM user_erasures WHERE erasure_id = $1", erasure_id
-        )
-        return None if row is None else _record(row)
+        return await self._table.get(erasure_id)
 
     async def add_deletion(self, erasure_id: int, deletion_id: int) -> ErasureRecord:
         row = await self._pool.fetchrow(
@@ -77,31 +63,16 @@ class PostgresErasures:
             erasure_id,
             deletion_id,
         )
-        return self._found(row, erasure_id)
+        return self._table.found(row, erasure_id)
 
     async def record_step(self, erasure_id: int, step: str, report: Mapping[str, Any]) -> ErasureRecord:
-        row = await self._pool.fetchrow(
-            f"""UPDATE user_erasures SET report = report || jsonb_build_object($2::text, $3::jsonb)
-                WHERE erasure_id = $1 RETURNING {_COLUMNS}""",
-            erasure_id,
-            step,
-            dict(report),
-        )
-        return self._found(row, erasure_id)
+        return await self._table.record_step(erasure_id, step, report)
 
     async def complete(self, erasure_id: int) -> ErasureRecord:
-        row = await self._pool.fetchrow(
-            f"""UPDATE user_erasures SET completed_at = COALESCE(completed_at, now())
-                WHERE erasure_id = $1 RETURNING {_COLUMNS}""",
-            erasure_id,
-        )
-        return self._found(row, erasure_id)
+        return await self._table.complete(erasure_id)
 
     async def incomplete(self) -> list[ErasureRecord]:
-        rows = await self._pool.fetch(
-            f"SELECT {_COLUMNS} FROM user_erasures WHERE completed_at IS NULL ORDER BY erasure_id"
-        )
-        return [_record(row) for row in rows]
+        return await self._table.incomplete()
 
     async def completed(self, environment: str) -> list[ErasureRecord]:
         rows = await self._pool.fetch(
@@ -110,9 +81,3 @@ class PostgresErasures:
             environment,
         )
         return [_record(row) for row in rows]
-
-    @staticmethod
-    def _found(row: Any, erasure_id: int) -> ErasureRecord:
-        if row is None:
-            raise LookupError(f"no user erasure {erasure_id}")
-        return _record(row)
