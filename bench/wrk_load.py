@@ -18,6 +18,7 @@ import resource
 import shutil
 import subprocess
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,10 +96,12 @@ def append_script(
     content: str,
     *,
     delay_ms: float = 0.0,
+    only: Sequence[int] | None = None,
 ) -> Path:
     """A wrk script POSTing `per_call` new messages of `content` per call to `/v1/threads/{t}/
-    messages`, t cycling through `threads` bench threads (`thread-000`...), each call with its
-    thread's `agent_id` and `user_id` (`user-{t % 10}`) and fresh message ids. With `delay_ms`,
+    messages`, t cycling through `threads` bench threads (`thread-000`...; with `only`, through
+    these of them), each call with its thread's `agent_id` and `user_id` (`user-{t % 10}`) and
+    fresh message ids. With `delay_ms`,
     each connection pauses that long before each call (wrk's `delay()` hook): `c` connections
     then send at most `c * 1000 / delay_ms` calls/s (a rate cap, not a fixed rate)."""
     run = uuid.uuid4().hex[:8]
@@ -107,12 +110,13 @@ def append_script(
     script = (
         f"""
 local threads, per_call, run = {threads}, {per_call}, {_lua(run)}
+local only = {{{", ".join(str(t) for t in only or range(threads))}}}
 local headers = {{["Authorization"] = {_lua("Bearer " + key)}, ["Content-Type"] = "application/json"}}
 local head, tail = '{{"message_id":"', {_lua(tail)}
 local counter = 0
 function request()
   counter = counter + 1
-  local t = (counter + id * 37) % threads
+  local t = only[(counter + id * 37) % #only + 1]
   local prefix = run .. "-" .. id .. "-" .. counter .. "-"
   local parts = {{}}
   for i = 1, per_call do
