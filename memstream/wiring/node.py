@@ -41,6 +41,7 @@ from memstream.api.routes.admin import AdminDeps, Rebuilder, admin_router
 from memstream.api.routes.membership_limits import membership_limits_router
 from memstream.api.routes.metrics import metrics_router
 from memstream.api.routes.shard_journal import shard_journal_router
+from memstream.api.routes.shard_messages import shard_messages_router
 from memstream.deletion_steps import deletion_steps
 from memstream.engines import Engines
 from memstream.erasure_steps import QueryVectorsStep
@@ -330,7 +331,9 @@ async def build_node(
                 rebuilders=_rebuilders(engines, shards),
                 forget_progress=progress.forget,
                 figures=figures,
-                accounts=build_account_stores(settings, pool, journals, summary_cache),
+                accounts=build_account_stores(
+                    settings, pool, membership.journal if membership is not None else journals, summary_cache
+                ),
                 deletions=PostgresDeletions(pool),
                 message_vectors=engines.message_vectors,
                 erasures=api_deps.erasures,
@@ -341,8 +344,9 @@ async def build_node(
         )
     )
     app.include_router(metrics_router(admin_token, settings))
-    if membership is not None:  # other nodes delete threads of this node's shards through it
+    if membership is not None:  # other nodes delete, read and append threads of its shards through it
         app.include_router(shard_journal_router(journals, admin_token, settings))
+        app.include_router(shard_messages_router(journals, admin_token, settings))
     REGISTRY.register(figures)  # unregistered by `close`
     mcp = McpEndpoint(api_deps)
     app.mount(MOUNT_PATH, mcp)  # after every route: the API's (and FastRoutes before them) come first

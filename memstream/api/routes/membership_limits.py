@@ -1,12 +1,13 @@
 """The operator commands a node taking part in the shard membership refuses (`MEMSTREAM_MEMBERSHIP`):
 those that read or write every journal shard through the node's own writers, which hold only its
-share of the shards - `verify` and `rebuild` (also the projections of the node hosting them),
-and an account's `export` and `import`. Each answers 409 `conflict` saying so and what to do. The
-router is included before the admin router, so its routes come first.
+share of the shards - `verify` and `rebuild` (also the projections of the node hosting them).
+Each answers 409 `conflict` saying so and what to do. The router is included before the admin
+router, so its routes come first.
 
 What works across nodes: `republish` (of the shards this node serves), `replay`, the processors'
-pause and resume, a thread's deletion (forwarded to its owner) and a user's erasure (each thread's
-messages deleted by its shard's owner: `memstream.sharding.owner_journal`).
+pause and resume, a thread's deletion (forwarded to its owner), a user's erasure (each thread's
+messages deleted by its shard's owner: `memstream.sharding.owner_journal`) and an account's
+`export` and `import` (each thread's messages read and appended by its shard's owner, the same).
 """
 
 from __future__ import annotations
@@ -44,13 +45,5 @@ def membership_limits_router(token: str, settings: Settings) -> APIRouter:
     @router.post("/rebuild/{target}")
     async def rebuild(target: str) -> None:
         refuse(f"rebuild {target}")
-
-    @router.get("/accounts/{account_id}/export")
-    async def export(account_id: str) -> None:
-        refuse("export")
-
-    @router.post("/accounts/{account_id}/import")
-    async def import_(account_id: str) -> None:
-        refuse("import")
 
     return router
