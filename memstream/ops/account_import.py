@@ -19,7 +19,9 @@ in the file's order:
 - then the messages the thread lacks are appended through the journal (durable before the call
   returns, the journal's message-id retry rules apply) with their original `created_at`, and must
   land at the file's offsets; a refusal (e.g. the id is used by another thread of the account) is a
-  conflict that skips the thread's later messages;
+  conflict that skips the thread's later messages, while an outage (`OUTAGES`: the journal away,
+  the thread's shard moving between nodes) stops the import with its error (running it again
+  adds what is missing);
 - **memory entries**: `core.memory.restore.EntryRestorer` (kept ids and counters, outbox record,
   today's screening: a screened-out entry is reported and not imported).
 
@@ -35,7 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.errors import MemstreamError
+from core.errors import JournalFenced, JournalUnavailable, MemstreamError, StoreUnavailable
 from core.journal.models import Message
 from core.memory.checks import content_hash
 from core.memory.models import MemoryEntry
@@ -56,6 +58,9 @@ from memstream.ops.progress import Progress, ProgressCallback, no_progress
 
 APPEND_BATCH = 100
 """Messages per journal append (a run of one agent and user; the journal takes at most 1000)."""
+OUTAGES = (StoreUnavailable, JournalUnavailable, JournalFenced)
+"""Journal errors that say nothing about the data (a store away, the thread's shard moving between
+nodes: `ShardNotLocal`): the import stops with them instead of reporting a conflict."""
 
 
 def _counts() -> dict[str, int]:
@@ -236,6 +241,8 @@ class AccountImport:
                     thread.ref, first.agent_id, first.user_id, [m.new_message() for m in batch]
                 )
             except MemstreamError as exc:
+                if isinstance(exc, OUTAGES):
+                    raise  # not a conflict: the import stops; run it again (it adds what is missing)
                 self.report.conflict(
                     "message",
                     first.message_id,
