@@ -22,16 +22,24 @@ of the range (its cursor was moved by something else) raises `RepublishIncomplet
 When the relay's cursor does not move for `idle_timeout_s` (broker down, relay stopped) it raises
 `RepublishStalled` naming the relay's last error; the rewind stays in place (the relay goes on
 publishing from its cursor once it can).
+
+Shards across nodes (`MEMSTREAM_MEMBERSHIP`): a shard may move to another node while it is being
+republished (`moved()` turns true: the node closed it). `republish` then raises `RepublishMoved`
+at once rather than waiting on a relay that stopped. The relay's cursor is stored in the shard's
+journal, so a rewind made here moved with the shard: the new owner's relay publishes the rest of
+the range from that cursor, once (SlateDB fences the old writer, so two writers never publish the
+shard at once). A shard that moved before its rewind was written is not rewound at all (the error
+says so: ask again, the new owner then republishes it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from core.errors import InvalidInput, MemstreamError
+from core.errors import InvalidInput, JournalFenced, MemstreamError
 from core.stores.journal import Journal
 from memstream.ops.progress import Progress, ProgressCallback, no_progress
 from streams.journal_shards import LocalShard, LocalShards
@@ -48,6 +56,16 @@ class RepublishIncomplete(MemstreamError):
     """The relay's cursor reached the end having published fewer messages than the range (module doc)."""
 
     code = "republish_incomplete"
+
+
+class RepublishMoved(MemstreamError):
+    """The shard moved to another node during its republish (module doc)."""
+
+    code = "shard_moved"
+
+
+def _never_moved() -> bool:
+    return False
 
 
 @dataclass(frozen=True)
@@ -89,8 +107,10 @@ async def republish(
     progress: ProgressCallback = no_progress,
     poll_s: float = 0.2,
     idle_timeout_s: float = 60.0,
+    moved: Callable[[], bool] = _never_moved,
 ) -> RepublishReport:
-    """See the module doc. Returns once the relay's cursor reached the journal's last seq."""
+    """See the module doc. Returns once the relay's cursor reached the journal's last seq; raises
+    `RepublishMoved` when `moved()` turns true (the shard left this node)."""
     last = await journal.last_seq()
     check_from_seq(from_seq, last)
     started = time.monotonic()
@@ -98,7 +118,16 @@ async def republish(
     total = max(0, last - first + 1)
     rewound = False
     if await relay.cursor() >= first - 1:
-        await relay.rewind(first - 1)  # waits for a round in progress: it is not counted below
+        try:
+            if moved():
+                raise RepublishMoved(_moved_message(relay, first, last, None))
+            await relay.rewind(first - 1)  # waits for a round in progress: it is not counted below
+        except RepublishMoved:
+            raise
+        except Exception as exc:
+            if moved() or isinstance(exc, JournalFenced):
+                raise RepublishMoved(_moved_message(relay, first, last, None)) from exc
+            raise
         rewound = True
     published_before = relay.stats.published
     seen, moved_at = await relay.cursor(), time.monotonic()
@@ -120,6 +149,8 @@ async def republish(
         )
         if cursor >= last:
             break
+        if moved():
+            raise RepublishMoved(_moved_message(relay, first, last, cursor))
         if now - moved_at >= idle_timeout_s:
             raise RepublishStalled(
                 f"the relay's cursor has not moved from seq {cursor} for {idle_timeout_s:g}s while "
@@ -143,6 +174,23 @@ async def republish(
         published=published,
         rewound=rewound,
         seconds=round(time.monotonic() - started, 3),
+    )
+
+
+def _moved_message(relay: Relay, first: int, last: int, cursor: int | None) -> str:
+    """What `RepublishMoved` says (module doc): `cursor` None when nothing was rewound."""
+    name = f"journal shard {relay.shard}" if relay.sharded else "the journal"
+    head = f"{name} moved to another node while seq {first}..{last} was being republished"
+    if cursor is None:
+        return (
+            f"{head}, before its relay was rewound: nothing was republished. Run `memstream republish` "
+            f"again{f' with --shard {relay.shard}' if relay.sharded else ''} (any node): the new owner "
+            "republishes it"
+        )
+    return (
+        f"{head} (its relay's cursor was at seq {cursor} here). The rewind moved with the shard: its new "
+        f"owner's relay publishes seq {cursor + 1}..{last} from that cursor, once; nothing more to do "
+        "(its relay lag, `memstream_relay_lag_messages` in the new owner's /metrics, reaches 0 when done)"
     )
 
 

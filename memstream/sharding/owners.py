@@ -2,11 +2,12 @@
 `MembershipLoop` knows.
 
 - A thread: its shard is `shard_of(environment, account_id, thread_id, shards)` (the wiring gives
-  `core.sharding.shards.shard_of`). `LOCAL` when this node serves the shard (the loop holds its
-  lease); otherwise the holder of the shard's lease in the loop's last view of the store (at most a
-  round old), if that lease has not run out by the store's clock as of the view, advanced by the
-  time since it was read: `Remote(node_id, url)`; else `UNKNOWN` (nobody, or the lease ran out: a
-  takeover is due within a round). A shard this node is giving up is `UNKNOWN` too.
+  `core.sharding.shards.shard_of`), placed as that shard (`shard(k)`). A shard: `LOCAL` when this
+  node serves the shard (the loop holds its lease); otherwise the holder of the shard's lease in the
+  loop's last view of the store (at most a round old), if that lease has not run out by the store's
+  clock as of the view, advanced by the time since it was read: `Remote(node_id, url)`; else
+  `UNKNOWN` (nobody, or the lease ran out: a takeover is due within a round). A shard this node is
+  giving up is `UNKNOWN` too.
 - The agent surfaces: `LOCAL` when the projections are not embedded (`projections_embedded=False`:
   ClickHouse and Qdrant servers, any node can serve them) or when this node has the `projections`
   role; otherwise the live node with that role in the last view (the first by id should there be
@@ -45,7 +46,10 @@ class LeaseOwners:
         self._indexed: tuple[View | None, dict[int, ShardLease]] = (None, {})
 
     def thread(self, environment: str, account_id: str, thread_id: str) -> Placement:
-        shard = self.shard_of(environment, account_id, thread_id, self.loop.config.shards)
+        return self.shard(self.shard_of(environment, account_id, thread_id, self.loop.config.shards))
+
+    def shard(self, shard: int) -> Placement:
+        """Where journal shard `shard` is served (module doc; `memstream.api.owner_republish`)."""
         if shard in self.loop.open_shards:
             return LOCAL
         view = self.loop.view

@@ -7,7 +7,8 @@ The node's id is `settings.node_name` (else the host name) with a random suffix 
 other nodes reach it at `settings.node_url`; it has the `projections` role when it hosts the
 embedded projections (`settings.projections_node`; with ClickHouse and Qdrant servers every node
 serves them and nothing is forwarded for them). A user's erasure deletes the messages of threads of
-other nodes' shards through their owners (`memstream.sharding.owner_journal`), which needs the
+other nodes' shards through their owners (`memstream.sharding.owner_journal`), and a republish
+covers the shards other nodes serve through them (`memstream.api.owner_republish`): both need the
 same admin token on every node (`Settings` refuses membership without one).
 """
 
@@ -24,6 +25,7 @@ from core.sharding.journal import ShardedJournal
 from core.sharding.shards import shard_of
 from core.stores.shard_leases import PROJECTIONS_ROLE
 from memstream.api.forwarding import Forwarding
+from memstream.api.owner_republish import OwnerRepublish
 from memstream.sharding.membership_loop import MembershipConfig, MembershipLoop, new_node_id
 from memstream.sharding.owner_journal import OwnerJournal
 from memstream.sharding.owners import LeaseOwners
@@ -43,12 +45,15 @@ class Membership:
     forwarding: Forwarding
     journal: OwnerJournal
     """The API's journal: the local shards, and thread deletions carried out by their shard's owner."""
+    republish: OwnerRepublish
+    """`memstream republish` of the shards other nodes serve, asked of their owners."""
 
     async def aclose(self) -> None:
         """Close what the node's shards left open (after the loop stopped) and the HTTP clients."""
         await self.host.close_all()
         await self.forwarding.aclose()
         await self.journal.close()
+        await self.republish.aclose()
 
     @property
     def node_id(self) -> str:
@@ -84,4 +89,5 @@ def build_membership(
     )
     owners = LeaseOwners(loop, shard_of, projections_embedded=settings.projections_embedded)
     journal = OwnerJournal(journals, owners, admin_token)
-    return Membership(loop, host, Forwarding(owners, config.node_id), journal)
+    republish = OwnerRepublish(owners, settings.journal_shards, config.node_id, admin_token)
+    return Membership(loop, host, Forwarding(owners, config.node_id), journal, republish)

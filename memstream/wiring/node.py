@@ -340,6 +340,7 @@ async def build_node(
                 erasure_stores=ErasureStores(
                     PostgresErasures(pool), PostgresDeletions(pool), PostgresThreadStore(pool), memory.service
                 ),
+                owner_republish=membership.republish if membership is not None else None,
             )
         )
     )

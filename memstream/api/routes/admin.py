@@ -18,7 +18,7 @@ holds nothing.
 - `GET  /admin/v1/processors/{name}/lag`: committed vs end offset per partition of its group.
 - `POST /admin/v1/replay`: reset a processor's group (`memstream.ops.replay_run`); NDJSON.
 - `POST /admin/v1/republish`: publish the journal again from a seq (of one journal shard, or every
-  shard from its start: `memstream.ops.republish`); NDJSON.
+  shard from its start, wherever it lives: `memstream.api.routes.admin_republish`); NDJSON.
 - `GET  /admin/v1/verify`: journal vs ClickHouse projection counts (`memstream.ops.verify`); NDJSON.
 - `POST /admin/v1/rebuild/{clickhouse|qdrant}`: rebuild a projection and swap it in; NDJSON.
 - `GET  /admin/v1/accounts/{id}/export`, `POST /admin/v1/accounts/{id}/import`: account export and
@@ -52,7 +52,9 @@ from core.stores.deletions import DeletionRegister
 from core.stores.message_vectors import MessageVectorStore
 from core.stores.transcripts import TranscriptStore
 from core.user_erasure import UserErasure
+from memstream.api.owner_republish import OwnerRepublish
 from memstream.api.routes.admin_accounts import add_account_routes
+from memstream.api.routes.admin_republish import add_republish_route
 from memstream.api.routes.admin_users import add_erasure_routes
 from memstream.metrics import NodeFigures
 from memstream.ops.account_export import AccountStores
@@ -60,7 +62,6 @@ from memstream.ops.progress import Progress, ProgressCallback
 from memstream.ops.replay import GroupOffsets, PartitionLag, total_lag
 from memstream.ops.replay_from import parse_replay_from
 from memstream.ops.replay_run import processor_status, run_replay
-from memstream.ops.republish import republish_shards, shards_to_republish
 from memstream.ops.verify import verify
 from memstream.ops.verify_erasures import ErasureStores
 from streams.journal_shards import LocalShards
@@ -105,6 +106,9 @@ class AdminDeps:
     """User erasures (`memstream erase-user`)."""
     erasure_stores: ErasureStores | None = None
     """What `memstream verify` reads to check the user erasures."""
+    owner_republish: OwnerRepublish | None = None
+    """With shards across nodes: the republish of the shards other nodes serve, by their owners
+    (`memstream.api.routes.admin_republish`)."""
 
 
 class ReplayRequest(BaseModel):
@@ -114,16 +118,6 @@ class ReplayRequest(BaseModel):
     )
     coordinate: bool = False
     dry_run: bool = False
-
-
-class RepublishRequest(BaseModel):
-    from_seq: int = Field(description="first seq published again (inclusive; 0 or 1: the whole journal)")
-    shard: int | None = Field(
-        default=None,
-        ge=0,
-        description="the journal shard whose seqs `from_seq` counts; needed with several shards unless "
-        "from_seq is 0 or 1 (every shard from its start)",
-    )
 
 
 class ProcessorInfo(BaseModel):
@@ -229,7 +223,7 @@ class Exclusive:
 
     def stream(self, kind: str, operation: Callable[[ProgressCallback], Awaitable[Any]]) -> StreamingResponse:
         """The NDJSON response running `operation`; 409 now if a `kind` runs (module doc)."""
-        self._check(kind)
+        self.check(kind)
         return StreamingResponse(self.body(kind, operation), media_type="application/x-ndjson")
 
     async def body(
@@ -247,7 +241,8 @@ class Exclusive:
         finally:
             self._busy.discard(kind)
 
-    def _check(self, kind: str) -> None:
+    def check(self, kind: str) -> None:
+        """409 `conflict` now when an operation of `kind` runs."""
         if kind in self._busy:
             raise Conflict(self._busy_message(kind))
 
@@ -355,15 +350,6 @@ def admin_router(deps: AdminDeps) -> APIRouter:
 
         return exclusive.stream(f"replay of {request.processor}", operation)
 
-    @router.post("/republish", summary="Publish the journal again from a seq (NDJSON progress)")
-    async def republish_route(request: RepublishRequest) -> StreamingResponse:
-        chosen = await shards_to_republish(deps.shards, request.from_seq, request.shard)
-
-        async def operation(progress: ProgressCallback) -> Any:
-            return await republish_shards(chosen, request.from_seq, progress=progress)
-
-        return exclusive.stream("republish", operation)
-
     @router.get("/verify", summary="Compare journal and ClickHouse projection counts (NDJSON progress)")
     async def verify_route(
         settle_s: Annotated[float, Query(ge=0, le=600, description="longest wait for lag to resolve")] = 10.0,
@@ -392,6 +378,7 @@ def admin_router(deps: AdminDeps) -> APIRouter:
             raise NotFound(f"no rebuild of {target!r} on this node (available: {', '.join(deps.rebuilders)})")
         return exclusive.stream(f"rebuild of {target}", rebuilder)
 
+    add_republish_route(router, deps.shards, deps.owner_republish, exclusive.stream, exclusive.check)
     if deps.accounts is not None:
         add_account_routes(router, deps.accounts, deps.settings.environment, exclusive.stream)
     if deps.erasures is not None:

@@ -4,10 +4,11 @@ share of the shards - `verify` and `rebuild` (also the projections of the node h
 Each answers 409 `conflict` saying so and what to do. The router is included before the admin
 router, so its routes come first.
 
-What works across nodes: `republish` (of the shards this node serves), `replay`, the processors'
-pause and resume, a thread's deletion (forwarded to its owner), a user's erasure (each thread's
-messages deleted by its shard's owner: `memstream.sharding.owner_journal`) and an account's
-`export` and `import` (each thread's messages read and appended by its shard's owner, the same).
+What works across nodes: `republish` (every shard: the others' by their owners,
+`memstream.api.routes.admin_republish`), `replay`, the processors' pause and resume, a thread's
+deletion (forwarded to its owner), a user's erasure (each thread's messages deleted by its shard's
+owner: `memstream.sharding.owner_journal`) and an account's `export` and `import` (each thread's
+messages read and appended by its shard's owner, the same).
 """
 
 from __future__ import annotations

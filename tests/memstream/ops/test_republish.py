@@ -12,6 +12,7 @@ from core.journal.models import NewMessage, ThreadRef
 from memstream.ops.progress import Progress
 from memstream.ops.republish import (
     RepublishIncomplete,
+    RepublishMoved,
     RepublishReport,
     RepublishStalled,
     ShardsRepublished,
@@ -145,3 +146,26 @@ async def test_a_seq_of_one_shard_needs_the_shard_and_zero_means_every_shard() -
 async def test_one_shard_needs_no_shard() -> None:
     [only] = await shards_of(7)
     assert await shards_to_republish([only], 3, None) == [only]
+
+
+async def test_a_shard_that_moves_away_ends_the_wait_saying_who_publishes_the_rest() -> None:
+    (local,) = await shards_of(30)
+    assert isinstance(local.relay, FakeRelay)
+    local.relay.publishing = False
+    looks = {"n": 0}
+
+    def moved() -> bool:  # the node closes the shard after the rewind
+        looks["n"] += 1
+        return looks["n"] > 2
+
+    with pytest.raises(RepublishMoved) as raised:
+        await republish(local.journal, local.relay, 10, poll_s=0, moved=moved)
+    assert local.relay.at == 9  # rewound: the cursor, stored in the shard's journal, moved with it
+    assert raised.value.code == "shard_moved"
+    assert "the journal moved to another node while seq 10..30 was being republished" in raised.value.message
+    assert "new owner's relay publishes seq 10..30 from that cursor, once" in raised.value.message
+
+    before = local.relay.stats.rewinds
+    with pytest.raises(RepublishMoved, match="before its relay was rewound: nothing was republished"):
+        await republish(local.journal, local.relay, 10, poll_s=0, moved=lambda: True)
+    assert local.relay.stats.rewinds == before

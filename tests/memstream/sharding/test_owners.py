@@ -41,6 +41,8 @@ async def test_threads_are_placed_where_their_shard_is_served(nodes: list[Node])
         served_by_a = k in shards.of(a.id)
         assert on_a.thread("test", "acme", f"s{k}") == (LOCAL if served_by_a else Remote(b.id, b.url))
         assert on_b.thread("test", "acme", f"s{k}") == (Remote(a.id, a.url) if served_by_a else LOCAL)
+        assert on_a.shard(k) == on_a.thread("test", "acme", f"s{k}")  # the placement by shard
+        assert on_b.shard(k) == on_b.thread("test", "acme", f"s{k}")
     assert on_a.projections() == LOCAL and on_b.projections() == Remote(a.id, a.url)
     assert LeaseOwners(b.loop, shard_of, projections_embedded=False).projections() == LOCAL
 
