@@ -11,7 +11,11 @@ missing topics from topics.yaml first) and compares its `fingerprint` with the o
 stored. The same identity: nothing to do. A different one: the guard refills the topic from its
 source of truth, then stores the new identity (in that order, so a crash in between refills again
 on the next check). When nothing was stored yet (a deployment that predates this check) on a topic
-that existed before this check, the topic is trusted as it was and its identity recorded.
+that existed before this check, the topic is trusted as it was and its identity recorded; a topic
+with nothing stored that this node created is refilled (logged at INFO: on a new deployment its
+first node creates every topic, and there is nothing to refill). Several nodes starting at once
+create each topic once between them (`streams.admin.apply_topics` tells a creation it lost to
+another node from its own), so one of them refills it and the others record or find its identity.
 
 The guards (`streams.topic_guards`): `journal.messages` (one per journal shard: identity beside
 the shard's relay cursor in its journal), `memory.entries` and the two compaction topics (identity
@@ -187,19 +191,27 @@ class TopicSync:
             log.info("%s: recording its identity on %s (nothing was recorded before)", broker_name, bootstrap)
             await guard.store(current)
             return False
-        why = "was created anew" if stored == 0 else "is not the topic the stored progress was confirmed on"
         done = await guard.refill()
         await guard.store(current)
         if done is None:
             return False
         self.refills += 1
-        log.warning(
-            "%s on %s %s (a broker that lost it, or another node's broker): %s",
-            broker_name,
-            bootstrap,
-            why,
-            done,
-        )
+        if stored == 0:  # this start created it and no identity was ever recorded: a new deployment
+            log.info(
+                "%s on %s: created by this node with no identity recorded before (a new deployment, "
+                "or a broker that lost it before any was recorded): %s",
+                broker_name,
+                bootstrap,
+                done,
+            )
+        else:
+            log.warning(
+                "%s on %s is not the topic the stored progress was confirmed on (a broker that lost it, "
+                "or another node's broker): %s",
+                broker_name,
+                bootstrap,
+                done,
+            )
         return True
 
 
