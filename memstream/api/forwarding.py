@@ -20,7 +20,13 @@ Which node serves a request (`Owners`, given by the node's wiring):
   tools; with ClickHouse and Qdrant servers `Owners.projections` says `LOCAL` and nothing moves.
   A tool call that names a thread (`thread_id` in the body or the MCP URL) reads the thread's row
   (Postgres) and the projections, never the thread's journal, so it needs no shard owner.
-- Everything else (`GET /v1/threads`, health, metrics, admin, docs, console) is served here.
+- **The operator commands on the projections** (`GET /admin/v1/verify`, `POST /admin/v1/rebuild/...`)
+  go to the same node, for the same reason (they read and rebuild the embedded engines). The admin
+  token is the nodes' shared one, checked there; their NDJSON streams through the proxy, which sends
+  each line on as it comes (a long operation sends a line at least every `HEARTBEAT_S` = 10 s, well
+  within the client's read timeout).
+- Everything else (`GET /v1/threads`, health, metrics, the other admin routes, docs, console) is
+  served here.
 
 What happens (`Placement`): `LOCAL` - the application answers; `Remote(node_id, url)` - the
 request is proxied there (`memstream.api.proxy`: both bodies streamed, `Authorization` kept,
@@ -61,6 +67,8 @@ FORWARDED = "forwarded"
 """The route label of the requests the forwarder answers or passes on (`core.metrics.HTTP_DURATION`)."""
 THREADS = "/v1/threads/"
 PROJECTION_PREFIXES = ("/v1/agents", "/mcp")
+PROJECTION_OPERATIONS = ("/admin/v1/verify", "/admin/v1/rebuild")
+"""The admin routes that run on the projections (module doc)."""
 
 
 class Local:
@@ -209,7 +217,7 @@ class Forwarder:
             except Exception:  # the routes answer it (401, 503) exactly as without forwarding
                 return None
             return self.forwarding.owners.thread(caller.environment, caller.account_id, thread_id)
-        for prefix in PROJECTION_PREFIXES:
+        for prefix in (*PROJECTION_PREFIXES, *PROJECTION_OPERATIONS):
             if path == prefix or path.startswith(prefix + "/"):
                 return self.forwarding.owners.projections()
         return None
@@ -218,6 +226,8 @@ class Forwarder:
 def _what(path: str) -> str:
     if path.startswith(THREADS):
         return f"thread {path[len(THREADS) :].partition('/')[0]!r}"
+    if path.startswith(PROJECTION_OPERATIONS):
+        return "`memstream verify` and `rebuild` (the node hosting the embedded projections)"
     return "the agent tools and memory (the node hosting the embedded projections)"
 
 

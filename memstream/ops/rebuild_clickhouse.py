@@ -3,8 +3,8 @@
 Runs inside the node while the live processor keeps writing to the live table. It reads the topic
 from the earliest offset with a private consumer (`TopicReader`: no consumer group moves) and
 knows from the journal, not the broker's high watermark (wrong on Tansu), which seqs it must have,
-per journal shard (`core.sharding.shards`: each numbers its own seqs; every shard is local to the
-node today):
+per journal shard (`core.sharding.shards`: each numbers its own seqs; with shards across nodes,
+the ones other nodes write are read through read-only views: `memstream.sharding.shard_sources`):
 1. `target` = each shard's last seq at start; a fresh rebuild table is created.
 2. `JournalReading` inserts the topic into the rebuild table until it holds every seq 1..target
    of every shard (or fails, saying whether a relay is behind or the topic lacks a seq).
@@ -47,27 +47,28 @@ from memstream.ops.progress import ProgressCallback
 from memstream.ops.rebuild_base import IDLE_TIMEOUT_S, RebuildFailed, RebuildReport, Reporter, quietly
 from memstream.ops.topic_reader import TopicReader
 from sinks.postgres.deletions import PostgresDeletions
-from streams.journal_shards import LocalShards
+from streams.journal_shards import ShardSources
 from streams.relays.journal import JOURNAL_TOPIC
 
 
 async def rebuild_clickhouse(
     engines: Engines,
-    shards: LocalShards,
+    shards: ShardSources,
     *,
     progress: ProgressCallback,
     batch_size: int = 5000,
     idle_timeout_s: float = IDLE_TIMEOUT_S,
 ) -> RebuildReport:
     """Rebuild the transcript store from `journal.messages` and swap it in (module doc); `shards`:
-    every journal shard with its relay. Raises RebuildFailed or the store's errors; before the
-    swap, the live table is untouched."""
+    every journal shard (`ShardSource`: its seqs and its relay's durable cursor). The caller first
+    makes sure the topic holds every shard's seqs from 1 (`JournalTopicGuard.ensure_full_history`).
+    Raises RebuildFailed or the store's errors; before the swap, the live table is untouched."""
     if not shards:
         raise RebuildFailed("rebuild clickhouse runs in the node (it needs the node's journal)")
     count = engines.settings.journal_shards
     if len(shards) != count:
         raise RebuildFailed(
-            f"rebuild clickhouse needs every journal shard on this node ({len(shards)} of {count} are)"
+            f"rebuild clickhouse needs every journal shard ({len(shards)} of {count} were given)"
         )
     if engines.pool is None:
         raise RebuildFailed("rebuild clickhouse runs in the node (it needs the deletion register)")
@@ -77,13 +78,12 @@ async def rebuild_clickhouse(
     started = time.monotonic()
     await store.ensure_schema()
     vectors_before = await vectors.clock()
-    local_of = {local.shard: local for local in shards}
-    target = {local.shard: await local.journal.last_seq() for local in shards}
+    source_of = {source.shard: source for source in shards}
+    target = {source.shard: await source.last_seq() for source in shards}
     reader = TopicReader(engines.settings, JOURNAL_TOPIC)
 
     async def published(shard: int) -> int:  # the durable cursor of the shard's relay
-        local = local_of[shard]
-        return await local.journal.get_cursor(local.relay.cursor_name)
+        return await source_of[shard].published()
 
     def by_shard(deleted: Mapping[tuple[str, str, str], SeqRanges]) -> list[tuple[int, SeqRanges]]:
         return [(shard_of(*scope, count), seqs) for scope, seqs in deleted.items()]
@@ -123,7 +123,7 @@ async def rebuild_clickhouse(
                 await vectors.delete_thread(*tombstone.scope, tombstone.up_to_seq)
         reading.skip_deleted(by_shard(await register.deleted_seqs()))
         # catch-up: what the live processor wrote into the old table between our read and the swap
-        after = {local.shard: await local.journal.last_seq() for local in shards}
+        after = {source.shard: await source.last_seq() for source in shards}
         reading.details.update(_seqs("target_seq_after_swap", after))
         before = reading.details["inserted"]
         catch_up: Ranges = {shard: (target[shard] + 1, last) for shard, last in after.items()}

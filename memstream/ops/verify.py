@@ -1,10 +1,12 @@
 """`memstream verify`: per-thread message counts of the journal against the ClickHouse projection.
 
 Runs in the node (it owns the journal and the chdb data path). Steps:
-1. For each journal shard (`core.sharding.shards`: seqs count within a shard, and a thread lives
-   in one), snapshot its relay cursor C and its last seq L, then count every message of the
-   node's environment with seq <= L per thread (`read_from_seq` in batches, with progress),
-   remembering which seqs were not yet published (> C of the thread's shard).
+1. For each journal shard (`core.sharding.shards`: seqs count within a shard, and a thread lives in
+   one; with shards across nodes, the ones other nodes write through read-only views:
+   `memstream.sharding.shard_sources`), snapshot its relay's durable cursor C and its last seq L,
+   then count every message of the node's environment with seq <= L per thread (`read_from_seq` in
+   batches, with progress), remembering which seqs were not yet published (> C of the thread's
+   shard).
 2. Read the projection's counts (`TranscriptStore.thread_counts(environment)`).
 3. Compare (`compare`, pure): per thread the projection must hold as many messages as the journal.
    A shortfall that is covered by messages the relay had not yet published is *pending*, not a
@@ -43,13 +45,12 @@ from core.ids import ID, shown_id
 from core.journal.models import ThreadRef
 from core.sharding.journal import ShardedThreadJournal
 from core.stores.deletions import DeletionRegister
-from core.stores.journal import Journal
 from core.stores.message_vectors import MessageVectorStore
 from core.stores.transcripts import ThreadCount, TranscriptStore
 from memstream.ops.progress import Progress, ProgressCallback, no_progress
 from memstream.ops.verify_deletions import DeletionLeftover, check_deletions
 from memstream.ops.verify_erasures import ErasureLeftover, ErasureStores, check_erasures
-from streams.journal_shards import LocalShards
+from streams.journal_shards import ShardSource, ShardSources
 
 ThreadKey = tuple[str, str]  # (account_id, thread_id)
 DiffKind = Literal["missing_thread", "fewer", "more", "unknown_thread"]
@@ -164,7 +165,7 @@ def compare(
 
 
 async def count_journal(
-    journal: Journal,
+    journal: ShardSource,
     environment: str,
     last_seq: int,
     cursor: int,
@@ -233,7 +234,7 @@ async def _recount(
 
 
 async def verify(
-    shards: LocalShards,
+    shards: ShardSources,
     journal: ShardedThreadJournal,
     store: TranscriptStore,
     environment: str,
@@ -245,21 +246,21 @@ async def verify(
     vectors: MessageVectorStore | None = None,
     erasures: ErasureStores | None = None,
 ) -> VerifyReport:
-    """See the module doc: `shards` each journal shard with its relay, `journal` every thread's."""
+    """See the module doc: `shards` every journal shard (`ShardSource`), `journal` every thread's."""
     started = time.monotonic()
     threads: dict[ThreadKey, JournalThread] = {}
-    for local in shards:
-        cursor = await local.relay.cursor()
-        last = await local.journal.last_seq()
+    for source in shards:
+        cursor = await source.published()
+        last = await source.last_seq()
         await count_journal(
-            local.journal, environment, last, cursor, progress=progress, shard=local.shard, threads=threads
+            source, environment, last, cursor, progress=progress, shard=source.shard, threads=threads
         )
     deadline = time.monotonic() + settle_s
     while True:
         projection = {(c.account_id, c.thread_id): c for c in await store.thread_counts(environment)}
         progress(Progress("projection", len(projection), len(projection), f"{len(projection)} threads"))
         await _recount(journal, environment, threads, projection)
-        result = compare(threads, projection, {local.shard: await local.relay.cursor() for local in shards})
+        result = compare(threads, projection, {source.shard: await source.published() for source in shards})
         settled = not result.differences and not result.pending_messages
         remaining = deadline - time.monotonic()
         if settled or remaining <= 0:

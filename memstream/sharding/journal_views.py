@@ -7,7 +7,10 @@ written by other nodes. They read them as a worker does (`memstream.worker`): th
 `sinks.slatedb.reader.SlateJournalReader` of the thread's shard, which follows its writer wherever
 that writer runs. A view is opened when a thread of its shard is first read (a shard nobody wrote
 yet has no journal to open: its first message comes after its first writer made it); one that
-cannot be opened yet raises `JournalUnavailable`, an outage the processors wait out.
+cannot be opened yet raises `JournalUnavailable`, an outage the processors wait out
+(`JournalNotFound` when no writer created it yet). `view_of_shard` gives a shard's view by its
+number (`memstream verify` and `rebuild clickhouse` read every shard's seqs:
+`memstream.sharding.shard_sources`).
 """
 
 from __future__ import annotations
@@ -33,7 +36,11 @@ class LazyJournalViews(ShardedFollower[SlateJournalReader]):
     async def view_of(self, thread: ThreadRef) -> SlateJournalReader:
         """The reader of `thread`'s shard, opened if it is not yet (JournalUnavailable when its
         journal cannot be opened)."""
-        shard = self.shard_of(thread)
+        return await self.view_of_shard(self.shard_of(thread))
+
+    async def view_of_shard(self, shard: int) -> SlateJournalReader:
+        """The reader of journal shard `shard`, opened if it is not yet (JournalNotFound when no
+        writer created its journal yet, JournalUnavailable when it cannot be opened now)."""
         view = self.local().get(shard)
         if view is not None:
             return view

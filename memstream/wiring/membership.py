@@ -26,6 +26,7 @@ from core.sharding.shards import shard_of
 from core.stores.shard_leases import PROJECTIONS_ROLE
 from memstream.api.forwarding import Forwarding
 from memstream.api.owner_republish import OwnerRepublish
+from memstream.sharding.full_history import FullHistory
 from memstream.sharding.membership_loop import MembershipConfig, MembershipLoop, new_node_id
 from memstream.sharding.owner_journal import OwnerJournal
 from memstream.sharding.owners import LeaseOwners
@@ -47,6 +48,8 @@ class Membership:
     """The API's journal: the local shards, and thread deletions carried out by their shard's owner."""
     republish: OwnerRepublish
     """`memstream republish` of the shards other nodes serve, asked of their owners."""
+    full_history: FullHistory
+    """`rebuild clickhouse`'s topic check of every shard, the others' asked of their owners."""
 
     async def aclose(self) -> None:
         """Close what the node's shards left open (after the loop stopped) and the HTTP clients."""
@@ -90,4 +93,5 @@ def build_membership(
     owners = LeaseOwners(loop, shard_of, projections_embedded=settings.projections_embedded)
     journal = OwnerJournal(journals, owners, admin_token)
     republish = OwnerRepublish(owners, settings.journal_shards, config.node_id, admin_token)
-    return Membership(loop, host, Forwarding(owners, config.node_id), journal, republish)
+    history = FullHistory(owners, admin_token)
+    return Membership(loop, host, Forwarding(owners, config.node_id), journal, republish, history)

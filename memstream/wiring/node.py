@@ -37,8 +37,7 @@ from core.transcripts.tools import JournalTools
 from core.user_erasure import UserErasure
 from memstream.api.app import create_app
 from memstream.api.deps import MemoryDeps
-from memstream.api.routes.admin import AdminDeps, Rebuilder, admin_router
-from memstream.api.routes.membership_limits import membership_limits_router
+from memstream.api.routes.admin import AdminDeps, admin_router
 from memstream.api.routes.metrics import metrics_router
 from memstream.api.routes.shard_journal import shard_journal_router
 from memstream.api.routes.shard_messages import shard_messages_router
@@ -48,8 +47,6 @@ from memstream.erasure_steps import QueryVectorsStep
 from memstream.fencing import watch_fence
 from memstream.mcp_server.http import MOUNT_PATH, McpEndpoint
 from memstream.metrics import NodeFigures
-from memstream.ops.progress import ProgressCallback
-from memstream.ops.rebuild import rebuild_clickhouse, rebuild_qdrant
 from memstream.ops.topic_restart import ConsumerRestart
 from memstream.ops.verify_erasures import ErasureStores
 from memstream.sharding.journal_views import LazyJournalViews
@@ -67,6 +64,7 @@ from memstream.wiring.processors import (
     summarizer_lock_namespace,
     threshold_store,
 )
+from memstream.wiring.projection_ops import projection_ops
 from processors.compaction_recovery import CompactionRecovery
 from sinks.objectstore.health import ObjectStoreProbe
 from sinks.objectstore.summaries import ObjectStoreSummaryWriter
@@ -245,9 +243,8 @@ async def build_node(
     )
     # With membership the processors read every shard through read-only views (most threads are
     # written by other nodes); without, through the node's writers.
-    engines = Engines(
-        settings, journal=LazyJournalViews(settings) if settings.membership else journals, pool=pool
-    )
+    views = LazyJournalViews(settings) if settings.membership else None
+    engines = Engines(settings, journal=views or journals, pool=pool)
     recovery = build_recovery(
         settings, engines, created_topics=created_topics, on_topic_missing=topic_missing
     )
@@ -317,18 +314,20 @@ async def build_node(
         relay_lag=functools.partial(relay_lag, shards),
         totals=lambda: compaction_totals(pool, settings.environment),
     )
-    if membership is not None:  # first: its refusals come before the admin routes
-        app.include_router(membership_limits_router(admin_token, settings))
+    ops = projection_ops(
+        engines, journals, shards, views, membership.full_history if membership is not None else None
+    )
     app.include_router(
         admin_router(
             AdminDeps(
                 settings=settings,
                 token=admin_token,
-                journal=journals,
+                journal=ops.journal,
                 shards=shards,
+                every_shard=ops.every_shard,
                 processors=supervisor,
                 transcripts=engines.transcripts,
-                rebuilders=_rebuilders(engines, shards),
+                rebuilders=ops.rebuilders,
                 forget_progress=progress.forget,
                 figures=figures,
                 accounts=build_account_stores(
@@ -346,7 +345,7 @@ async def build_node(
     )
     app.include_router(metrics_router(admin_token, settings))
     if membership is not None:  # other nodes delete, read and append threads of its shards through it
-        app.include_router(shard_journal_router(journals, admin_token, settings))
+        app.include_router(shard_journal_router(journals, shards, admin_token, settings))
         app.include_router(shard_messages_router(journals, admin_token, settings))
     REGISTRY.register(figures)  # unregistered by `close`
     mcp = McpEndpoint(api_deps)
@@ -382,19 +381,3 @@ async def build_node(
         sql=sql,
         membership=membership,
     )
-
-
-def _rebuilders(engines: Engines, shards: LocalShards) -> dict[str, Rebuilder]:
-    """`memstream rebuild clickhouse|qdrant`, run over the node's engines (the journal topic is
-    first refilled from seq 1 of each shard whose part of it may lack early seqs: the rebuild reads
-    all of them)."""
-
-    async def clickhouse(progress: ProgressCallback) -> object:
-        for local in shards:
-            await local.guard.ensure_full_history()
-        return await rebuild_clickhouse(engines, shards, progress=progress)
-
-    async def qdrant(progress: ProgressCallback) -> object:
-        return await rebuild_qdrant(engines, progress=progress)
-
-    return {"clickhouse": clickhouse, "qdrant": qdrant}

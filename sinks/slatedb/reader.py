@@ -53,6 +53,15 @@ MAX_MEMTABLE_BYTES = 64 << 20
 """SlateDB's reader defaults (a FOLLOW_LATEST reader creates no checkpoint)."""
 
 
+NOT_CREATED = "failed to find latest transactional object"
+"""What SlateDB's data error says when there is no manifest at the URL: no writer created it."""
+
+
+class JournalNotFound(JournalUnavailable):
+    """There is no journal at the URL (no writer opened it yet), as opposed to one that cannot be
+    read right now."""
+
+
 class SlateJournalReader:
     """A read-only view of the journal at a URL (module doc). Create it with
     `await SlateJournalReader.open(url)`; it belongs to the event loop that opened it."""
@@ -76,8 +85,8 @@ class SlateJournalReader:
         shards: int | None = None,
     ) -> SlateJournalReader:
         """Open a reader of the journal at `url` (`file:///abs/dir` or `s3://bucket/prefix`), which
-        must exist (its writer created it): JournalUnavailable otherwise. With `shards`, a journal
-        that records another layout than shard `shard` of `shards` is refused
+        must exist (its writer created it): JournalNotFound (a JournalUnavailable) otherwise. With
+        `shards`, a journal that records another layout than shard `shard` of `shards` is refused
         (JournalShardsMismatch, `sinks.slatedb.layout`)."""
         if poll_interval_ms < 1:
             raise ValueError("poll_interval_ms must be >= 1")
@@ -98,6 +107,8 @@ class SlateJournalReader:
         try:
             db = await builder.build()
         except SlateError as exc:
+            if isinstance(exc, SlateError.Data) and NOT_CREATED in str(exc):
+                raise JournalNotFound(f"there is no journal at {url} (no writer created it yet)") from exc
             raise JournalUnavailable(f"cannot open a reader of the journal at {url}: {exc}") from exc
         reader = cls(db, url, poll_interval_ms=poll_interval_ms, visibility_timeout_s=visibility_timeout_s)
         if shards is not None:

@@ -64,7 +64,7 @@ from memstream.ops.replay_from import parse_replay_from
 from memstream.ops.replay_run import processor_status, run_replay
 from memstream.ops.verify import verify
 from memstream.ops.verify_erasures import ErasureStores
-from streams.journal_shards import LocalShards
+from streams.journal_shards import LocalShards, ShardSources
 from streams.runtime.supervisor import ProcessorSupervisor
 
 log = logging.getLogger("memstream.admin")
@@ -85,9 +85,9 @@ class AdminDeps:
     settings: Settings
     token: str
     journal: ShardedThreadJournal
-    """Every thread's journal (`core.sharding.journal.ShardedJournal`)."""
-    shards: LocalShards
-    """The journal shards of this node with their relays (republish, verify)."""
+    """Every thread's journal, for verify (`ShardedJournal`; `EveryShardJournal` across nodes)."""
+    shards: LocalShards  # the journal shards of this node with their relays (republish)
+    every_shard: Callable[[], ShardSources]  # for verify (`memstream.sharding.shard_sources`)
     processors: ProcessorSupervisor
     transcripts: Callable[[], TranscriptStore]
     rebuilders: Mapping[str, Rebuilder]
@@ -358,7 +358,7 @@ def admin_router(deps: AdminDeps) -> APIRouter:
             store = deps.transcripts()
             await store.ensure_schema()
             return await verify(
-                deps.shards,
+                deps.every_shard(),
                 deps.journal,
                 store,
                 deps.settings.environment,

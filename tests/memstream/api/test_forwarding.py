@@ -305,3 +305,7 @@ async def test_which_requests_are_placed_and_by_what() -> None:
     ):
         assert await placed(path) == Remote("p", "http://p"), path
     assert await placed("/mcpx") is None
+    for path in ("/admin/v1/verify", "/admin/v1/rebuild/clickhouse", "/admin/v1/rebuild/qdrant"):
+        assert await placed(path, key="admin-token-unchecked-here") == Remote("p", "http://p"), path
+    for path in ("/admin/v1/republish", "/admin/v1/verifyx", "/admin/v1/shards/full-history", "/admin/v1"):
+        assert await placed(path) is None, path

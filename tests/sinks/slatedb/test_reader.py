@@ -6,13 +6,14 @@ bounded, cursors and closing."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
 from core.errors import InvalidInput, JournalReadOnly, JournalUnavailable, StoreUnavailable, ThreadDeleted
 from core.journal.reading import Follower, messages_between
 from sinks.slatedb.journal import SlateJournal
-from sinks.slatedb.reader import SlateJournalReader
+from sinks.slatedb.reader import JournalNotFound, SlateJournalReader
 from tests.sinks.slatedb.helpers import eventually, thread, user
 
 
@@ -93,6 +94,11 @@ async def test_a_closed_reader_refuses_reads(reader: SlateJournalReader) -> None
     await reader.close()  # idempotent
     with pytest.raises(JournalUnavailable, match="closed"):
         await reader.last(thread(), 1)
+
+
+async def test_a_journal_nobody_created_is_not_found(tmp_path: Path) -> None:
+    with pytest.raises(JournalNotFound, match="no writer created it yet"):
+        await SlateJournalReader.open(f"file://{tmp_path / 'never-written'}")
 
 
 async def test_arguments_are_checked(reader: SlateJournalReader) -> None:
