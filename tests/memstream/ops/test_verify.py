@@ -11,8 +11,12 @@ from slatedb.uniffi import WriteBatch
 
 from core.config import Settings
 from core.journal.models import Message, NewMessage, ThreadRef
+from core.sharding.journal import ShardedJournal
+from core.sharding.shards import shard_of
 from memstream.ops.progress import Progress
-from memstream.ops.verify import ThreadDiff, render_differences, verify
+from memstream.ops.verify import ThreadDiff, VerifyReport, render_differences, verify
+from memstream.sharding.journal_views import LazyJournalViews
+from memstream.sharding.shard_sources import EveryShardJournal, every_shard
 from processors.clickhouse_projection import row_of
 from sinks.clickhouse.store import ClickHouseTranscriptStore
 from sinks.slatedb import keys
@@ -162,3 +166,58 @@ async def test_threads_with_ids_no_longer_valid_are_reported_not_fatal(
     assert render_differences(report.differences) == [
         "  acme/'fz-poison\\n': in the projection only (not in the journal) (journal 0, projection 1)"
     ]
+
+
+async def test_counts_the_shards_other_nodes_write_through_views(
+    tmp_path: Path, transcript_store: ClickHouseTranscriptStore, settings: Settings
+) -> None:
+    """Shards across nodes: this node writes shard 0, another node shard 1 (read through a view),
+    nobody created shard 2 yet (empty). Every shard is counted; a row missing from the projection
+    for a thread of the other node's shard is a defect, not pending."""
+    sharded_settings = settings.model_copy(
+        update={"data_dir": tmp_path, "journal_shards": 3, "journal_reader_poll_ms": 10}
+    )
+    writers = [
+        await SlateJournal.open(sharded_settings.shard_journal(k), shard=k, shards=3, flush_interval_ms=1)
+        for k in (0, 1)
+    ]
+    views = LazyJournalViews(sharded_settings)
+    try:
+        refs: dict[int, list[ThreadRef]] = {0: [], 1: []}
+        i = 0
+        while min(len(r) for r in refs.values()) < 2:
+            ref = ThreadRef(environment="test", account_id="acme", thread_id=f"t{i}")
+            shard = shard_of("test", "acme", ref.thread_id, 3)
+            if shard in refs and len(refs[shard]) < 2:
+                refs[shard].append(ref)
+            i += 1
+        stored: list[Message] = []
+        for shard, writer in enumerate(writers):
+            for ref in refs[shard]:
+                news = [
+                    NewMessage(message_id=f"{ref.thread_id}-{n}", role="user", content="hi") for n in range(3)
+                ]
+                stored += await writer.append(ref, "bot", None, news)
+            await writer.set_cursor(DEFAULT_CURSOR, 6)  # each relay published its shard's 6 messages
+        [here] = local_shards((writers[0], Relay(writers[0], sharded_settings)))
+        journal = EveryShardJournal(ShardedJournal(3, {0: writers[0]}), views)
+
+        async def verified() -> VerifyReport:
+            return await verify(every_shard([here], views), journal, transcript_store, "test", settle_s=0)
+
+        await transcript_store.insert([row_of(m) for m in stored[:-1]])  # the other node's last is missing
+        deadline = asyncio.get_running_loop().time() + 5
+        while (report := await verified()).journal_messages < 12:  # the view follows its writer
+            assert asyncio.get_running_loop().time() < deadline, report
+            await asyncio.sleep(0.05)
+        last = stored[-1]
+        assert report.differences == (ThreadDiff("acme", last.thread_id, "fewer", 3, 2),)
+        assert (report.journal_threads, report.pending_messages) == (4, 0)
+        await transcript_store.insert([row_of(last)])
+        report = await verified()
+        assert report.ok, report.differences
+        assert (report.journal_messages, report.projection_messages) == (12, 12)
+    finally:
+        await views.close()
+        for writer in writers:
+            await writer.close()

@@ -49,6 +49,7 @@ async def test_threads_are_placed_where_their_shard_is_served(nodes: list[Node])
     later = LeaseOwners(b.loop, shard_of, projections_embedded=True, clock=lambda: 10**9)
     k = min(shards.of(a.id))
     assert later.thread("test", "acme", f"s{k}") == UNKNOWN  # a's lease has run out by then
+    assert later.shard(k) == UNKNOWN
 
 
 async def test_nothing_is_known_before_the_first_view_and_without_a_projections_node(
