@@ -2,24 +2,28 @@
 upstream that echoes what it got. Both bodies stream (each side sees the first chunk before the
 other sends the last), headers cross as a proxy must pass them (hop-by-hop ones dropped, `Host` the
 upstream's, `Authorization` kept, `X-Memstream-Forwarded-By` added), the path and query arrive as
-sent, a body the guard buffered is sent as is, and an upstream that is down or silent raises
-`ProxyFailed` (no hang)."""
+sent, a body the guard buffered is sent as is, an upstream that is down or silent raises
+`ProxyFailed` (no hang), and a long NDJSON stream passes on its heartbeats."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
+from starlette.responses import StreamingResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memstream.api.errors import error_response
 from memstream.api.proxy import FORWARDED_BY, ProxyFailed, proxy
 from memstream.api.request_guard import RequestGuard
+from memstream.api.routes.admin import ndjson
 from memstream.embedded.process import free_port
+from memstream.ops.progress import ProgressCallback
 
 from .servers import serving, silent
 
@@ -156,3 +160,27 @@ async def test_an_upstream_that_is_down_or_silent_fails_the_proxy_in_time() -> N
             async with httpx.AsyncClient(trust_env=False) as client:
                 response = await asyncio.wait_for(client.get(f"{url}/v1/threads/t1/context"), 20)
             assert response.status_code == 599 and "ConnectError" in response.json()["error"]["message"]
+
+
+async def test_a_long_operations_stream_outlives_the_read_timeout_on_its_heartbeats() -> None:
+    """An admin operation's NDJSON (`memstream verify`, `rebuild` forwarded to the projections node)
+    lasts longer than the proxy's read timeout: its heartbeat lines keep each wait under it."""
+
+    async def operation(progress: ProgressCallback) -> dict[str, bool]:
+        await asyncio.sleep(1.5)
+        return {"done": True}
+
+    async def upstream(scope: Scope, receive: Receive, send: Send) -> None:
+        response = StreamingResponse(ndjson(operation, heartbeat_s=0.2), media_type="application/x-ndjson")
+        await response(scope, receive, send)
+
+    async with httpx.AsyncClient(timeout=httpx.Timeout(0.6, connect=0.5), trust_env=False) as proxy_client:
+        async with serving(upstream) as origin, serving(front(proxy_client, origin)) as url:
+            async with httpx.AsyncClient(trust_env=False) as client:
+                started = time.monotonic()
+                response = await asyncio.wait_for(client.get(f"{url}/admin/v1/verify"), 20)
+                took = time.monotonic() - started
+    assert response.status_code == 200 and took > 0.6
+    lines = response.text.splitlines()
+    assert json.loads(lines[-1]) == {"result": {"done": True}}
+    assert set(lines[:-1]) == {""} and len(lines) > 3  # the heartbeats
