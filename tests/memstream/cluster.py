@@ -6,8 +6,10 @@ store directory; each node has a data dir, API port and SQL port of its own, nod
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -103,3 +105,17 @@ class Cluster:
 
 def client(node: ClusterNode, key: str) -> httpx.Client:
     return httpx.Client(base_url=node.url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+
+
+@contextlib.contextmanager
+def two_nodes(settings: Settings, tmp_path: Path, shards: int) -> Iterator[Cluster]:
+    """Nodes `a` (the `projections` role) and `b` over `shards` journal shards, started; stopped
+    on the way out."""
+    cluster = Cluster(settings.model_copy(update={"journal_shards": shards}), tmp_path)
+    cluster.add("a", projections=True)
+    cluster.add("b")
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()

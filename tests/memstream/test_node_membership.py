@@ -28,7 +28,7 @@ from core.config import Settings
 from core.sharding.shards import shard_of
 from memstream.api.proxy import FORWARDED_BY
 from memstream.embedded.bootstrap import create_key
-from tests.memstream.cluster import Cluster, client
+from tests.memstream.cluster import Cluster, client, two_nodes
 
 SHARDS = 2
 ACCOUNT = "acme"
@@ -36,14 +36,8 @@ ACCOUNT = "acme"
 
 @pytest.fixture
 def cluster(settings: Settings, tmp_path: Path) -> Iterator[Cluster]:
-    cluster = Cluster(settings.model_copy(update={"journal_shards": SHARDS}), tmp_path)
-    cluster.add("a", projections=True)
-    cluster.add("b")
-    try:
-        cluster.start()
+    with two_nodes(settings, tmp_path, SHARDS) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def threads_of_each_shard(settings: Settings, per_shard: int, prefix: str = "m-") -> dict[int, list[str]]:

@@ -29,7 +29,7 @@ from click.testing import CliRunner, Result
 from core.config import Settings
 from memstream.cli import main
 from memstream.embedded.bootstrap import create_key
-from tests.memstream.cluster import Cluster, ClusterNode, client
+from tests.memstream.cluster import Cluster, ClusterNode, client, two_nodes
 from tests.memstream.test_node_membership import ACCOUNT, SHARDS, get, retried, threads_of_each_shard
 
 NOTHING = {"agent": 0, "thread": 0, "message": 0, "summary": 0, "memory_entry": 0}
@@ -37,14 +37,8 @@ NOTHING = {"agent": 0, "thread": 0, "message": 0, "summary": 0, "memory_entry": 
 
 @pytest.fixture
 def cluster(settings: Settings, tmp_path: Path) -> Iterator[Cluster]:
-    cluster = Cluster(settings.model_copy(update={"journal_shards": SHARDS}), tmp_path)
-    cluster.add("a", projections=True)
-    cluster.add("b")
-    try:
-        cluster.start()
+    with two_nodes(settings, tmp_path, SHARDS) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 MOVING = ("shard_not_local", "owner_unknown", "owner_unreachable")

@@ -28,7 +28,7 @@ from click.testing import CliRunner
 from core.config import Settings
 from memstream.cli import main
 from memstream.embedded.bootstrap import create_key
-from tests.memstream.cluster import Cluster, ClusterNode, client
+from tests.memstream.cluster import Cluster, ClusterNode, client, two_nodes
 from tests.memstream.test_node_membership import ACCOUNT, SHARDS, append, threads_of_each_shard
 
 PER_THREAD = 3
@@ -36,14 +36,8 @@ PER_THREAD = 3
 
 @pytest.fixture
 def cluster(settings: Settings, tmp_path: Path) -> Iterator[Cluster]:
-    cluster = Cluster(settings.model_copy(update={"journal_shards": SHARDS}), tmp_path)
-    cluster.add("a", projections=True)
-    cluster.add("b")
-    try:
-        cluster.start()
+    with two_nodes(settings, tmp_path, SHARDS) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def cli(node: ClusterNode, *args: str) -> str:

@@ -27,7 +27,7 @@ from click.testing import CliRunner
 from core.config import Settings
 from memstream.cli import main
 from memstream.embedded.bootstrap import create_key
-from tests.memstream.cluster import ADMIN_TOKEN, Cluster, ClusterNode, client
+from tests.memstream.cluster import ADMIN_TOKEN, Cluster, ClusterNode, client, two_nodes
 from tests.memstream.test_node_membership import append, threads_of_each_shard
 from tests.streams.relays.support import journal_shard_seqs
 
@@ -38,14 +38,8 @@ MESSAGES = 4  # per thread
 
 @pytest.fixture
 def cluster(settings: Settings, tmp_path: Path) -> Iterator[Cluster]:
-    cluster = Cluster(settings.model_copy(update={"journal_shards": SHARDS}), tmp_path)
-    cluster.add("a", projections=True)
-    cluster.add("b")
-    try:
-        cluster.start()
+    with two_nodes(settings, tmp_path, SHARDS) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def republish(node: ClusterNode, *args: str) -> Any:
