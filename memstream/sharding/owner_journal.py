@@ -130,6 +130,34 @@ class OwnerJournal:
         self, thread: ThreadRef, here: ShardNotLocal, path: str, body: dict[str, Any]
     ) -> list[Message]:
         """The messages the owner of `thread`'s shard answers at `path` (module doc)."""
+        response, where = await self._post_to_owner(thread, here, path, body)
+        if response.status_code == 200:
+            return messages_of(response.content, where)
+        raise owner_error(response, thread, here.shard, where)
+
+    async def delete_thread(self, thread: ThreadRef) -> JournalDeletion:
+        try:
+            return await self.journals.delete_thread(thread)
+        except ShardNotLocal as here:
+            response, where = await self._post_to_owner(thread, here, DELETIONS_PATH, thread_body(thread))
+            if response.status_code != 200:
+                raise ShardNotLocal(
+                    here.shard,
+                    f"thread {thread.thread_id} lives in journal shard {here.shard}; {where} could not "
+                    f"delete its messages (HTTP {response.status_code}: {response.text[:300]}); retry",
+                ) from None
+            answer = response.json()
+            return JournalDeletion(
+                messages=int(answer["messages"]),
+                up_to_seq=int(answer["up_to_seq"]),
+                seqs=tuple((int(a), int(b)) for a, b in answer["seqs"]),
+            )
+
+    async def _post_to_owner(
+        self, thread: ThreadRef, here: ShardNotLocal, path: str, body: dict[str, Any]
+    ) -> tuple[httpx.Response, str]:
+        """The answer of the owner of `thread`'s shard to `body` at `path`, and who it is (for
+        messages); `here` again when no owner is known, `ShardNotLocal` when it does not answer."""
         placed = self.owners.thread(thread.environment, thread.account_id, thread.thread_id)
         if not isinstance(placed, Remote):
             raise here
@@ -142,46 +170,7 @@ class OwnerJournal:
                 f"thread {thread.thread_id} lives in journal shard {here.shard}, served by {where}, which "
                 f"did not answer ({type(exc).__name__}); retry",
             ) from exc
-        if response.status_code == 200:
-            return messages_of(response.content, where)
-        raise owner_error(response, thread, here.shard, where)
-
-    async def delete_thread(self, thread: ThreadRef) -> JournalDeletion:
-        try:
-            return await self.journals.delete_thread(thread)
-        except ShardNotLocal as here:
-            placed = self.owners.thread(thread.environment, thread.account_id, thread.thread_id)
-            if not isinstance(placed, Remote):
-                raise
-            return await self._delete_at(placed, thread, here)
-
-    async def _delete_at(self, owner: Remote, thread: ThreadRef, here: ShardNotLocal) -> JournalDeletion:
-        body = {
-            "environment": thread.environment,
-            "account_id": thread.account_id,
-            "thread_id": thread.thread_id,
-        }
-        try:
-            response = await self._http().post(owner.url + DELETIONS_PATH, json=body, headers=self._headers)
-        except httpx.HTTPError as exc:
-            raise ShardNotLocal(
-                here.shard,
-                f"thread {thread.thread_id} lives in journal shard {here.shard}, served by node "
-                f"{owner.node_id!r} at {owner.url}, which did not answer ({type(exc).__name__}); retry",
-            ) from exc
-        if response.status_code != 200:
-            raise ShardNotLocal(
-                here.shard,
-                f"thread {thread.thread_id} lives in journal shard {here.shard}; node {owner.node_id!r} at "
-                f"{owner.url} could not delete its messages (HTTP {response.status_code}: "
-                f"{response.text[:300]}); retry",
-            )
-        answer = response.json()
-        return JournalDeletion(
-            messages=int(answer["messages"]),
-            up_to_seq=int(answer["up_to_seq"]),
-            seqs=tuple((int(a), int(b)) for a, b in answer["seqs"]),
-        )
+        return response, where
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:

@@ -32,8 +32,9 @@ from core.sharding.shards import shard_of
 from memstream.api.errors import install_error_handlers
 from memstream.api.forwarding import LOCAL, UNKNOWN, Placement, Remote
 from memstream.api.request_guard import RequestGuard
+from memstream.api.routes.shard_journal import shard_journal_router
 from memstream.api.routes.shard_messages import AFTER_PATH, APPEND_PATH, LAST_PATH, shard_messages_router
-from memstream.sharding.owner_journal import OwnerJournal
+from memstream.sharding.owner_journal import DELETIONS_PATH, OwnerJournal
 from sinks.slatedb.journal import SlateJournal
 
 SHARDS = 2
@@ -96,9 +97,9 @@ async def nodes(tmp_path: Path) -> AsyncIterator[Nodes]:
     app = FastAPI()
     app.add_middleware(RequestGuard)
     install_error_handlers(app)
-    app.include_router(
-        shard_messages_router(journal_b, TOKEN, Settings(data_dir=tmp_path, environment="test"))
-    )
+    settings = Settings(data_dir=tmp_path, environment="test")
+    app.include_router(shard_messages_router(journal_b, TOKEN, settings))
+    app.include_router(shard_journal_router(journal_b, [], TOKEN, settings))
     requests: list[httpx.Request] = []
     asgi = httpx.ASGITransport(app=app)
 
@@ -136,6 +137,18 @@ async def test_a_thread_of_the_other_node_is_appended_and_read_by_its_writer(nod
     ]
     assert {r.headers["Authorization"] for r in nodes.requests} == {f"Bearer {TOKEN}"}
     assert {str(r.url.host) for r in nodes.requests} == {"b.test"}
+
+
+async def test_a_thread_of_the_other_node_is_deleted_by_its_writer(nodes: Nodes) -> None:
+    held = await nodes.a.append(ON_B, "bot", "alice", MESSAGES)
+    deleted = await nodes.a.delete_thread(ON_B)
+    assert (deleted.messages, deleted.up_to_seq) == (3, held[-1].seq)
+    assert deleted.seqs == ((held[0].seq, held[-1].seq),)
+    assert await nodes.b.after(ON_B, -1) == []
+    assert nodes.requests[-1].url.path == DELETIONS_PATH
+    nodes.owners.placed = UNKNOWN
+    with pytest.raises(ShardNotLocal):  # no owner known: retried later, nothing deleted here
+        await nodes.a.delete_thread(ON_B)
 
 
 async def test_a_thread_of_its_own_shard_never_leaves_the_node(nodes: Nodes) -> None:
