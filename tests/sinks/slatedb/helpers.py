@@ -10,7 +10,9 @@ import pytest
 
 from core.errors import JournalFenced
 from core.journal.models import NewMessage, ThreadRef, ToolCall
+from core.sharding.journal import ShardedJournal
 from core.stores.journal import Journal
+from sinks.slatedb.journal import SlateJournal
 
 
 def thread(thread_id: str = "t1", account_id: str = "acc1", environment: str = "test") -> ThreadRef:
@@ -56,3 +58,18 @@ async def eventually(check: Callable[[], Awaitable[bool]], timeout_s: float = 10
     while not await check():
         assert time.monotonic() < deadline, "timed out"
         await asyncio.sleep(0.01)
+
+
+async def open_shards(
+    directory: str, shards: int, *, missing: frozenset[int] = frozenset()
+) -> ShardedJournal[SlateJournal]:
+    """The journals of `shards` shards at `file://{directory}/journal-shard-K`, every one open
+    except those in `missing` (another node's); close it with `close()`."""
+    opened = {
+        k: await SlateJournal.open(
+            f"file://{directory}/journal-shard-{k}", flush_interval_ms=1, shard=k, shards=shards
+        )
+        for k in range(shards)
+        if k not in missing
+    }
+    return ShardedJournal(shards, opened)

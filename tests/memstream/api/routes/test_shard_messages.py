@@ -31,6 +31,7 @@ from memstream.api.routes.shard_messages import (
 )
 from sinks.slatedb.journal import SlateJournal
 from streams.codecs.journal_messages import decode
+from tests.sinks.slatedb.helpers import open_shards
 
 SHARDS = 3
 MISSING = 1
@@ -58,14 +59,7 @@ MESSAGES = [
 
 @pytest.fixture
 async def journals(tmp_path: Path) -> AsyncIterator[ShardedJournal[SlateJournal]]:
-    opened = {
-        k: await SlateJournal.open(
-            f"file://{tmp_path}/journal-shard-{k}", flush_interval_ms=1, shard=k, shards=SHARDS
-        )
-        for k in range(SHARDS)
-        if k != MISSING
-    }
-    journal = ShardedJournal(SHARDS, opened)
+    journal = await open_shards(str(tmp_path), SHARDS, missing=frozenset({MISSING}))
     try:
         yield journal
     finally:

@@ -18,6 +18,7 @@ from core.sharding.shards import shard_of
 from memstream.api import create_app
 from memstream.wiring.api import build_api_deps
 from sinks.slatedb.journal import SlateJournal
+from tests.sinks.slatedb.helpers import open_shards
 
 from ..conftest import Keys
 
@@ -31,14 +32,7 @@ def thread_of_shard(shard: int) -> str:
 
 @pytest.fixture
 async def local(tmp_path: Path) -> AsyncIterator[ShardedJournal[SlateJournal]]:
-    opened = {
-        k: await SlateJournal.open(
-            f"file://{tmp_path}/journal-shard-{k}", flush_interval_ms=1, shard=k, shards=SHARDS
-        )
-        for k in range(SHARDS)
-        if k != MISSING
-    }
-    journal = ShardedJournal(SHARDS, opened)
+    journal = await open_shards(str(tmp_path), SHARDS, missing=frozenset({MISSING}))
     try:
         yield journal
     finally:
