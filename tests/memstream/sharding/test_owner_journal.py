@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from fastapi import FastAPI
 from core.config import Settings
 from core.errors import Conflict, InvalidInput, JournalUnavailable, MemstreamError, ShardNotLocal
 from core.inputs import InvalidText
-from core.journal.models import NewMessage, ThreadRef, ToolCall
+from core.journal.models import NewMessage, ThreadRef
 from core.sharding.journal import ShardedJournal
 from core.sharding.shards import shard_of
 from memstream.api.errors import install_error_handlers
@@ -36,21 +35,13 @@ from memstream.api.routes.shard_journal import shard_journal_router
 from memstream.api.routes.shard_messages import AFTER_PATH, APPEND_PATH, LAST_PATH, shard_messages_router
 from memstream.sharding.owner_journal import DELETIONS_PATH, OwnerJournal
 from sinks.slatedb.journal import SlateJournal
+from tests.memstream.api.routes.test_shard_messages import EARLY
+from tests.memstream.api.routes.test_shard_messages import MESSAGES as SHARD_MESSAGES
 
 SHARDS = 2
 TOKEN = "shared-admin-token-of-the-nodes"
 B = Remote("b-1234", "http://b.test")
-EARLY = datetime(2024, 5, 1, 10, 0, 0, 123456, tzinfo=UTC)
-MESSAGES = [
-    NewMessage(message_id="m-1", role="user", content="When do we deploy?", created_at=EARLY),
-    NewMessage(
-        message_id="m-2",
-        role="assistant",
-        reasoning="look it up",
-        tool_call=ToolCall(id="call-1", name="calendar", arguments='{"q": "deploy"}'),
-    ),
-    NewMessage(message_id="m-3", role="tool", tool_call=ToolCall(id="call-1", result="Tuesdays")),
-]
+MESSAGES = SHARD_MESSAGES[:3]  # a question, a tool call and its result (created_at on the first)
 
 
 def ref_of_shard(shard: int) -> ThreadRef:
